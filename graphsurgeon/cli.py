@@ -1,0 +1,161 @@
+"""The ``gsurg`` command line. Exit codes: 0 success, 1 findings, 2 usage, parse or I/O error.
+
+Every error a user can cause is a ``GsurgError`` and is printed as one line naming the place; warnings a
+reader found (ignored trailing layers, custom layer types) go to stderr too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from graphsurgeon import __version__
+from graphsurgeon.errors import GsurgError
+from graphsurgeon.formats.emit_text import write_param_text
+from graphsurgeon.formats.model_bin import custom_layer_note, read_bin, write_bin
+from graphsurgeon.formats.param_bin import read_param_bin, write_param_bin
+from graphsurgeon.formats.param_text import MAGIC, read_param_text
+from graphsurgeon.ir.graph import Graph
+from graphsurgeon.ir.weights import Storage
+from graphsurgeon.synth import synthesize_weights
+
+_BIN_MAGIC = MAGIC.to_bytes(4, "little")
+
+
+class UsageError(GsurgError):
+    """Bad command-line use (exit 2)."""
+
+
+def read_param(path: str) -> Graph:
+    """Read a .param in either form, told apart by its first bytes."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read: {err.strerror}") from None
+    return read_param_bin(path) if head == _BIN_MAGIC else read_param_text(path)
+
+
+def _wants_binary(path: str, form: str) -> bool:
+    return form == "bin" or (form == "auto" and path.endswith(".param.bin"))
+
+
+def _same_file(a: str, b: str) -> bool:
+    return os.path.exists(b) and os.path.exists(a) and os.path.samefile(a, b)
+
+
+def _prepare_output(out: str, *inputs: str | None) -> None:
+    for inp in inputs:
+        if inp is not None and _same_file(inp, out):
+            raise UsageError(f"{out}: refusing to overwrite an input; choose another output path")
+    Path(out).resolve().parent.mkdir(parents=True, exist_ok=True)
+
+
+def _warn(graph: Graph) -> None:
+    notes = list(graph.notes)
+    custom = custom_layer_note(graph)
+    if custom:
+        notes.append(custom)
+    for note in notes:
+        print(f"gsurg: warning: {note}", file=sys.stderr)
+
+
+def cmd_fmt(args: argparse.Namespace) -> int:
+    if (args.bin is None) != (args.out_bin is None):
+        raise UsageError("--bin and --out-bin go together")
+    _prepare_output(args.output, args.input, args.bin)
+    if args.out_bin:
+        _prepare_output(args.out_bin, args.input, args.bin)
+        if _same_file(args.output, args.out_bin) or os.path.abspath(args.output) == os.path.abspath(
+            args.out_bin
+        ):
+            raise UsageError("-o and --out-bin must be different files")
+    graph = read_param(args.input)
+    _warn(graph)
+    if args.bin:
+        records = read_bin(graph, args.bin)
+        write_bin(graph, args.out_bin)
+    if _wants_binary(args.output, args.to):
+        write_param_bin(graph, args.output)
+    else:
+        write_param_text(graph, args.output)
+    if not args.quiet:
+        extra = f", {len(records)} weights" if args.bin else ""
+        print(f"wrote {args.output} ({len(graph.layers)} layers, {len(graph.blobs)} blobs{extra})")
+    return 0
+
+
+def cmd_synth_bin(args: argparse.Namespace) -> int:
+    _prepare_output(args.output, args.input)
+    graph = read_param(args.input)
+    _warn(graph)
+    n = synthesize_weights(graph, seed=args.seed, storage=Storage(args.storage))
+    records = write_bin(graph, args.output)
+    if not args.quiet:
+        size = records[-1].offset + records[-1].nbytes if records else 0
+        print(f"wrote {args.output} ({n} weights, {size} bytes, seed {args.seed})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gsurg", description="Declarative graph surgery for ncnn models (.param + .bin)."
+    )
+    parser.add_argument("--version", action="version", version=f"gsurg {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    fmt = sub.add_parser(
+        "fmt",
+        help="re-emit a model through the IR (canonical .param; weights byte-exact through the writer)",
+        description="Parse a .param (text or .param.bin) and write it canonically; with --bin, walk the "
+        "weights at exact offsets and write them back through the checked writer.",
+    )
+    fmt.add_argument("input", help="input .param or .param.bin")
+    fmt.add_argument("-o", "--output", required=True, help="output .param (.param.bin for the binary form)")
+    fmt.add_argument("--bin", help="input .bin to walk and re-emit")
+    fmt.add_argument("--out-bin", help="output .bin (with --bin)")
+    fmt.add_argument("--to", choices=["auto", "text", "bin"], default="auto", help="output param form")
+    fmt.add_argument("-q", "--quiet", action="store_true")
+    fmt.set_defaults(func=cmd_fmt)
+
+    synth = sub.add_parser(
+        "synth-bin",
+        help="write deterministic random weights for any .param",
+        description="Write a .bin whose size is exactly what the .param's layers load, filled with "
+        "seeded random values (like ncnnoptimize with a null bin, but reproducible).",
+    )
+    synth.add_argument("input", help="input .param or .param.bin")
+    synth.add_argument("-o", "--output", required=True, help="output .bin")
+    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument(
+        "--storage", choices=["fp32", "fp16", "bf16"], default="fp32", help="tagged-slot storage"
+    )
+    synth.add_argument("-q", "--quiet", action="store_true")
+    synth.set_defaults(func=cmd_synth_bin)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
+        return int(exc.code or 0)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args))
+    except GsurgError as err:
+        print(f"gsurg: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except OSError as err:
+        print(f"gsurg: error: {err.filename or ''}: {err.strerror}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

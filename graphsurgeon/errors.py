@@ -1,0 +1,66 @@
+"""The exception hierarchy. Every message names the place: file and line, or layer, slot and byte offset.
+
+All of these are user-facing input errors: the CLI prints ``str(err)`` on one line and exits 2.
+"""
+
+from __future__ import annotations
+
+
+class GsurgError(Exception):
+    """Base of every error gsurg reports to a user (exit code 2)."""
+
+    exit_code = 2
+
+
+class ParamSyntaxError(GsurgError):
+    """A text .param that ncnn would reject or misread; carries file, line and column."""
+
+    def __init__(self, message: str, *, path: str = "<param>", line: int = 0, column: int = 0) -> None:
+        self.path = path
+        self.line = line
+        self.column = column
+        self.reason = message
+        where = f"{path}:{line}:{column}" if line else path
+        super().__init__(f"{where}: {message}")
+
+
+class ParamBinError(GsurgError):
+    """A binary .param.bin that cannot be read or written; carries the byte offset."""
+
+
+class GraphError(GsurgError):
+    """An operation that would break the graph's invariants (SSA blobs, links, names)."""
+
+
+class CatalogError(GsurgError):
+    """The layer catalog itself is inconsistent, or an expression in it cannot be evaluated."""
+
+
+class BinFormatError(GsurgError):
+    """A .bin weight file that does not match its .param; names layer, slot and byte offset."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "<bin>",
+        layer: str | None = None,
+        slot: str | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.path = path
+        self.layer = layer
+        self.slot = slot
+        self.offset = offset
+        parts = [path]
+        if layer is not None:
+            parts.append(f"layer {layer}")
+        if slot is not None:
+            parts.append(f"weight {slot}")
+        if offset is not None:
+            parts.append(f"offset {offset}")
+        super().__init__(": ".join([", ".join(parts), message]))
+
+
+class EmitError(GsurgError):
+    """The IR holds something the safe-writer rules cannot express (inf/nan, overlong value, …)."""

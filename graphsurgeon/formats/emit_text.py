@@ -1,0 +1,114 @@
+"""Write a Graph as a text .param through the jinja2 template ``emit/ncnn_param.j2``.
+
+Safe-writer rules (ncnn-format §1.8): one line per layer with single spaces; ints without '.'; every float
+with '.' or an exponent, as the shortest text that reads back to the same float32 (≤ 15 characters);
+arrays old style (``-233KK=N,…``) with one element type; strings quoted when they need it; exact counts.
+Params are written in id order, so the output is canonical: ``emit(parse(emit(parse(x))))`` is
+``emit(parse(x))``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from functools import lru_cache
+
+import jinja2
+import numpy as np
+
+from graphsurgeon.errors import EmitError
+from graphsurgeon.formats.atomic import atomic_write_bytes
+from graphsurgeon.formats.param_text import MAGIC, MAX_NAME, MAX_STRING, OLD_ARRAY_BASE
+from graphsurgeon.ir.graph import Graph, Layer
+from graphsurgeon.ir.params import Param
+from graphsurgeon.resources import resource_dir
+from graphsurgeon.schema.catalog import ValueType
+
+_BARE_STRING = re.compile(r"[A-Za-z][^\s,\"]*")
+_BAD_NAME = re.compile(r"[\s=]")
+
+
+def format_float(value: float, where: str) -> str:
+    """Shortest text that reads back to the same float32, always with '.' or an exponent."""
+    if not math.isfinite(value):
+        raise EmitError(
+            f"{where}: {value} cannot be written (ncnn reads inf/nan as strings); use ±3.4028235e+38"
+        )
+    text = str(np.float32(value))
+    if "." not in text and "e" not in text:
+        text += ".0"
+    if len(text) > 15:
+        raise EmitError(f"{where}: float literal {text} is longer than 15 characters")
+    return text
+
+
+def format_param(pid: int, param: Param, where: str) -> str:
+    """One ``id=value`` token in safe-writer form."""
+    kind, value = param.kind, param.value
+    if kind is ValueType.INT:
+        return f"{pid}={int(value)}"  # type: ignore[arg-type]
+    if kind is ValueType.FLOAT:
+        return f"{pid}={format_float(value, where)}"  # type: ignore[arg-type]
+    if kind.is_array:
+        items = list(value)  # type: ignore[arg-type]
+        if kind is ValueType.FLOAT_ARRAY:
+            elements = [format_float(v, where) for v in items]
+        else:
+            elements = [str(int(v)) for v in items]
+        return f"{OLD_ARRAY_BASE - pid}={','.join([str(len(items)), *elements])}"
+    text = str(value)
+    if len(text) > MAX_STRING:
+        raise EmitError(f"{where}: string of {len(text)} characters; ncnn reads at most {MAX_STRING}")
+    if _BARE_STRING.fullmatch(text):
+        return f"{pid}={text}"
+    if '"' in text or "\n" in text or "\r" in text:
+        raise EmitError(f"{where}: string {text!r} cannot be written in a .param")
+    return f'{pid}="{text}"'
+
+
+def _check_name(name: str, what: str) -> str:
+    if not name or len(name) > MAX_NAME or _BAD_NAME.search(name):
+        raise EmitError(f"{what} {name!r} must be 1..{MAX_NAME} characters without whitespace or '='")
+    return name
+
+
+def _layer_view(layer: Layer) -> dict[str, object]:
+    where = f"layer {layer.name}"
+    return {
+        "type": _check_name(layer.type, "layer type"),
+        "name": _check_name(layer.name, "layer name"),
+        "bottoms": [_check_name(b.name, "blob name") for b in layer.inputs],
+        "tops": [_check_name(b.name, "blob name") for b in layer.outputs],
+        "params": [
+            format_param(pid, layer.params[pid], f"{where} param {pid}") for pid in sorted(layer.params)
+        ],
+    }
+
+
+@lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(resource_dir("emit"))),
+        autoescape=False,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("ncnn_param.j2")
+
+
+def emit_param_text(graph: Graph) -> str:
+    """The canonical text .param of ``graph``."""
+    if not graph.layers:
+        raise EmitError("an ncnn .param needs at least one layer")
+    return _template().render(
+        magic=MAGIC,
+        layer_count=len(graph.layers),
+        blob_count=len(graph.blobs),
+        layers=[_layer_view(layer) for layer in graph.layers],
+    )
+
+
+def write_param_text(graph: Graph, path: str | os.PathLike[str]) -> None:
+    """Write ``graph`` as a text .param atomically (temp file, fsync, rename)."""
+    atomic_write_bytes(path, emit_param_text(graph).encode("utf-8"))

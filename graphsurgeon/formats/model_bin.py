@@ -1,0 +1,290 @@
+"""The .bin weight file: an exact-offset walk driven by the catalog, lazy reading, and checked writing.
+
+ncnn's .bin has no header, names or framing: it is the concatenation of every ``mb.load`` call, layer by
+layer in .param order, slot by slot in ``load_model`` order. The walk records ``(layer, slot, offset, tag,
+storage, shape)`` for every load and fails, naming the layer, slot, offset and the bytes found, unless it ends
+exactly at end of file. Writing recomputes every offset from the IR and re-walks its own output before the
+file is moved into place.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphsurgeon.errors import BinFormatError, CatalogError
+from graphsurgeon.formats.atomic import atomic_output
+from graphsurgeon.ir.graph import Graph, Layer
+from graphsurgeon.ir.weights import (
+    TAG_BF16,
+    TAG_FP16,
+    TAG_FP32_SCALED,
+    TAG_INT8,
+    BinRegion,
+    MappedBin,
+    Storage,
+    Weight,
+    record_size,
+    storage_for_tag,
+)
+from graphsurgeon.schema.catalog import ActiveWeight
+
+COPY_CHUNK = 8 << 20
+_KNOWN_NONZERO_TAGS = {TAG_FP16: "fp16", TAG_BF16: "bf16", TAG_INT8: "int8", TAG_FP32_SCALED: "fp32-scaled"}
+
+
+@dataclass(frozen=True, slots=True)
+class WeightRecord:
+    """One load in a .bin: where it starts, how it is stored, how many bytes it takes."""
+
+    layer: str
+    layer_type: str
+    slot: str
+    offset: int
+    tag: int | None
+    storage: Storage
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+def planned_loads(graph: Graph) -> Iterator[tuple[Layer, ActiveWeight]]:
+    """Every ``mb.load`` the graph's layers make, in file order, per the catalog.
+
+    Custom layer types (not in the catalog) are taken to read nothing, as ncnn's base ``Layer::load_model``
+    does; the graph's notes say so.
+    """
+    for layer in graph.layers:
+        spec = layer.spec
+        if spec is None:
+            continue
+        try:
+            actives = spec.active_weights(layer.env())
+        except CatalogError as err:
+            raise BinFormatError(
+                f"cannot size its weights from its params: {err}", layer=layer.name
+            ) from None
+        yield from ((layer, aw) for aw in actives)
+
+
+def custom_layer_note(graph: Graph) -> str | None:
+    custom = sorted({layer.type for layer in graph.layers if layer.spec is None})
+    if not custom:
+        return None
+    return f"custom layer type(s) {', '.join(custom)} are not in the catalog and are taken to read no weights"
+
+
+def _describe_bytes(raw: bytes) -> str:
+    """What four unexpected bytes probably are, for an error message."""
+    (as_f32,) = struct.unpack("<f", raw)
+    halves = np.frombuffer(raw, dtype="<f2").astype(np.float64)
+    if np.isfinite(as_f32) and 1e-7 <= abs(as_f32) <= 1e4:
+        return f"they look like fp32 data ({as_f32:.6g})"
+    if np.all(np.isfinite(halves)) and np.all((np.abs(halves) >= 1e-5) & (np.abs(halves) <= 1e4)):
+        return f"they look like fp16 data ({halves[0]:.4g}, {halves[1]:.4g})"
+    return "they match no known tag or data pattern"
+
+
+def _nearby_tag(mb: MappedBin, offset: int) -> str:
+    """Look for a well-known nonzero tag within 64 bytes: it tells how far the walk is off."""
+    for delta in sorted(range(-64, 65, 4), key=abs):
+        pos = offset + delta
+        if delta == 0 or pos < 0 or pos + 4 > mb.size:
+            continue
+        tag = mb.u32(pos)
+        if tag in _KNOWN_NONZERO_TAGS:
+            side = "later" if delta > 0 else "earlier"
+            fix = (
+                f"the previous weight is probably {delta} bytes short (the .bin holds {delta} more bytes "
+                f"than "
+                "its params say)"
+                if delta > 0
+                else f"the previous weight is probably {-delta} bytes too long for this .bin"
+            )
+            return f"; an {_KNOWN_NONZERO_TAGS[tag]} tag sits {abs(delta)} bytes {side}: {fix}"
+    return "; the previous weight is probably 4 bytes short, or this slot's tag is missing"
+
+
+def walk_records(graph: Graph, mb: MappedBin) -> list[WeightRecord]:
+    """Walk ``mb`` as ncnn's loader would for ``graph``; raise BinFormatError unless it ends at EOF."""
+    records: list[WeightRecord] = []
+    offset = 0
+    size = mb.size
+    last: WeightRecord | None = None
+    for layer, aw in planned_loads(graph):
+        where = {"path": mb.path, "layer": layer.name, "slot": aw.name, "offset": offset}
+        count = aw.count
+        if count <= 0 or any(d < 0 for d in aw.shape):
+            raise BinFormatError(
+                f"params give this weight {count} elements (shape {list(aw.shape)}); ncnn fails to load it",
+                **where,
+            )
+        tag: int | None = None
+        if aw.load_type == 0:
+            if offset + 4 > size:
+                raise BinFormatError(f"file ends before this weight's 4-byte tag (file size {size})", **where)
+            tag = mb.u32(offset)
+            storage = storage_for_tag(tag)
+            if storage is None:
+                raw = mb.read(offset, 4)
+                prev = f" after {last.layer}.{last.slot}" if last else ""
+                raise BinFormatError(
+                    f"unknown weight tag 0x{tag:08x} (bytes {raw.hex(' ')}){prev}; {_describe_bytes(raw)}"
+                    + _nearby_tag(mb, offset),
+                    **where,
+                )
+        elif aw.load_type == 1:
+            storage = Storage.RAW
+        else:
+            storage = Storage.BYTES
+        nbytes = record_size(storage, count)
+        if offset + nbytes > size:
+            raise BinFormatError(
+                f"{storage.value} weight of {count} elements needs {nbytes} bytes but the file ends "
+                f"{size - offset} bytes later (file size {size}): the .bin is truncated or belongs to "
+                "another .param",
+                **where,
+            )
+        last = WeightRecord(layer.name, layer.type, aw.name, offset, tag, storage, aw.shape, nbytes)
+        records.append(last)
+        offset += nbytes
+    if offset != size:
+        after = f" after {last.layer}.{last.slot}" if last else ""
+        hint = _describe_bytes(mb.read(offset, 4)) if size - offset >= 4 else "a partial word"
+        raise BinFormatError(
+            f"the weights the .param describes end here{after} but the file has {size - offset} more bytes "
+            f"({hint}): a weight is shorter in the params than in the file, or the .bin belongs to "
+            "another .param",
+            path=mb.path,
+            offset=offset,
+        )
+    return records
+
+
+def read_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
+    """Walk ``path`` for ``graph`` and attach a lazy Weight to every layer slot. The file stays mapped
+    read-only while any weight refers to it."""
+    try:
+        mb = MappedBin(path)
+    except OSError as err:
+        raise BinFormatError(f"cannot read: {err.strerror}", path=os.fspath(path)) from None
+    try:
+        records = walk_records(graph, mb)
+    except BaseException:
+        mb.close()
+        raise
+    by_name = {id(layer): layer for layer in graph.layers}
+    layers = iter(graph.layers)
+    current = next(layers, None)
+    for rec in records:
+        while current is not None and current.name != rec.layer:
+            current = next(layers, None)
+        assert current is not None and id(current) in by_name
+        current.weights[rec.slot] = Weight(
+            load_type=0 if rec.tag is not None else (1 if rec.storage is Storage.RAW else 3),
+            storage=rec.storage,
+            shape=rec.shape,
+            region=BinRegion(mb, rec.offset, rec.nbytes),
+            tag=rec.tag,
+        )
+    return records
+
+
+def walk_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
+    """Only check ``path`` against ``graph`` (nothing is attached); returns the records."""
+    try:
+        with MappedBin(path) as mb:
+            return walk_records(graph, mb)
+    except OSError as err:
+        raise BinFormatError(f"cannot read: {err.strerror}", path=os.fspath(path)) from None
+
+
+def _copy_region(region: BinRegion, out: object) -> None:
+    """Copy an unchanged record with pread in chunks (keeps RSS flat, unlike touching the map)."""
+    fd = os.open(region.file.path, os.O_RDONLY)
+    try:
+        done = 0
+        while done < region.nbytes:
+            chunk = os.pread(fd, min(COPY_CHUNK, region.nbytes - done), region.offset + done)
+            if not chunk:
+                raise BinFormatError("source .bin shrank while it was being copied", path=region.file.path)
+            out.write(chunk)  # type: ignore[attr-defined]
+            done += len(chunk)
+    finally:
+        os.close(fd)
+
+
+def _weight_for(layer: Layer, aw: ActiveWeight, path: str, offset: int) -> Weight:
+    where = {"path": path, "layer": layer.name, "slot": aw.name, "offset": offset}
+    weight = layer.weights.get(aw.name)
+    if weight is None:
+        raise BinFormatError("no data for this weight slot (set it before writing)", **where)
+    if weight.count != aw.count:
+        raise BinFormatError(
+            f"holds {weight.count} elements {list(weight.shape)} "
+            f"but the params load {aw.count} {list(aw.shape)}",
+            **where,
+        )
+    tagged_ok = aw.load_type == 0 and weight.storage not in (Storage.RAW, Storage.BYTES)
+    raw_ok = aw.load_type == 1 and weight.storage is Storage.RAW
+    bytes_ok = aw.load_type in (3, 4, 6, 8) and weight.storage is Storage.BYTES
+    if not (tagged_ok or raw_ok or bytes_ok):
+        raise BinFormatError(
+            f"stored as {weight.storage.value} but this slot is loaded with type {aw.load_type}", **where
+        )
+    return weight
+
+
+def write_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
+    """Write every layer's weights to ``path`` atomically.
+
+    Unchanged weights are copied byte for byte; new ones are encoded in their Weight's storage. Slots the
+    params do not load must hold no weight. The temporary file is walked again and compared with the plan
+    before it replaces ``path``.
+    """
+    target = os.fspath(path)
+    plan: list[WeightRecord] = []
+    expected_slots: dict[int, set[str]] = {}
+
+    def check(tmp: str) -> None:
+        with MappedBin(tmp) as mb:
+            walked = walk_records(graph, mb)
+        if [(r.offset, r.tag, r.nbytes) for r in walked] != [(r.offset, r.tag, r.nbytes) for r in plan]:
+            raise BinFormatError(
+                "re-walk of the written file disagrees with the plan (a writer bug)", path=target
+            )
+
+    with atomic_output(target, check=check) as fh:
+        offset = 0
+        for layer, aw in planned_loads(graph):
+            expected_slots.setdefault(id(layer), set()).add(aw.name)
+            weight = _weight_for(layer, aw, target, offset)
+            if weight.region is not None:
+                _copy_region(weight.region, fh)
+            else:
+                fh.write(weight.encoded())
+            plan.append(
+                WeightRecord(
+                    layer.name,
+                    layer.type,
+                    aw.name,
+                    offset,
+                    weight.tag,
+                    weight.storage,
+                    aw.shape,
+                    weight.nbytes,
+                )
+            )
+            offset += weight.nbytes
+        for layer in graph.layers:
+            stray = set(layer.weights) - expected_slots.get(id(layer), set())
+            if stray:
+                raise BinFormatError(
+                    f"holds weight(s) {sorted(stray)} that its params do not load",
+                    path=target,
+                    layer=layer.name,
+                )
+    return plan
