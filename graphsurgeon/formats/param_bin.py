@@ -18,8 +18,8 @@ from graphsurgeon.errors import ParamBinError
 from graphsurgeon.formats.atomic import atomic_write_bytes
 from graphsurgeon.formats.param_text import MAGIC, OLD_ARRAY_BASE
 from graphsurgeon.ir.graph import Graph
-from graphsurgeon.ir.params import Param
-from graphsurgeon.schema.catalog import Catalog, ValueType
+from graphsurgeon.ir.params import Param, ncnn_view
+from graphsurgeon.schema.catalog import Catalog, ParamSpec, ValueType
 
 END_OF_PARAMS = -233
 STRING_BASE = -23400
@@ -43,7 +43,7 @@ def emit_param_bin(graph: Graph) -> bytes:
         put(*(blob_index[b.name] for b in layer.inputs))
         put(*(blob_index[b.name] for b in layer.outputs))
         for pid in sorted(layer.params):
-            param = layer.params[pid]
+            param = _as_ncnn_sees_it(spec.params.get(pid), layer.params[pid])
             kind, value = param.kind, param.value
             if kind is ValueType.INT:
                 put(pid, int(value))  # type: ignore[arg-type]
@@ -63,6 +63,17 @@ def emit_param_bin(graph: Graph) -> bytes:
                 words.extend(raw + b"\0" * (-len(raw) % 4))
         put(END_OF_PARAMS)
     return bytes(words)
+
+
+def _as_ncnn_sees_it(spec: ParamSpec | None, param: Param) -> Param:
+    """Binary params are untyped, so write the value the text form gives the layer, in the layer's type.
+
+    A text ``11=-233`` for a float param reads as -233.0 in R1020; written as int bits it would read back as
+    NaN. A float literal for an int param reads as the default in R1020, so the default is written.
+    """
+    if spec is None or param.kind is spec.type:
+        return param
+    return Param.of(spec.type, ncnn_view(spec, param))
 
 
 def _blob_order(graph: Graph) -> list[str]:

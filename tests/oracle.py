@@ -1,0 +1,54 @@
+"""Run models in the ``ncnn`` wheel with exact fp32 options: the independent oracle for numeric tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import ncnn
+import numpy as np
+
+_CUSTOM_LAYERS: list[ncnn.Layer] = []
+
+
+def _keep_alive_layer() -> ncnn.Layer:
+    """A custom layer that reads no weights. ncnn keeps a raw pointer to it, so Python must keep it alive."""
+    layer = ncnn.Layer()
+    _CUSTOM_LAYERS.append(layer)
+    return layer
+
+
+def fp32_net(
+    param: Path, model: Path, custom_no_weight_types: tuple[str, ...] = (), *, binary_param: bool = False
+) -> ncnn.Net:
+    """Load a net with fp16/bf16 storage, packing and arithmetic off (bit-exact fp32 on x86)."""
+    net = ncnn.Net()
+    opt = net.opt
+    opt.use_fp16_storage = False
+    opt.use_fp16_packed = False
+    opt.use_fp16_arithmetic = False
+    opt.use_bf16_storage = False
+    opt.use_packing_layout = False
+    opt.num_threads = 1
+    for layer_type in custom_no_weight_types:
+        net.register_custom_layer(layer_type, _keep_alive_layer, lambda layer: None)
+    load_param = net.load_param_bin if binary_param else net.load_param
+    if load_param(str(param)) != 0:
+        raise RuntimeError(f"ncnn rejected {param}")
+    if net.load_model(str(model)) != 0:
+        raise RuntimeError(f"ncnn rejected {model}")
+    return net
+
+
+def run(net: ncnn.Net, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
+    """Feed cloned Mats (never wrapped numpy memory) and extract copies of ``outputs``."""
+    results: dict[str, np.ndarray] = {}
+    with net.create_extractor() as ex:
+        for name, arr in inputs.items():
+            ex.input(name, ncnn.Mat(np.ascontiguousarray(arr, dtype=np.float32)).clone())
+        for name in outputs:
+            ret, mat = ex.extract(name)
+            if ret != 0:
+                raise RuntimeError(f"extract {name} failed with {ret}")
+            results[name] = np.array(mat)
+    return results

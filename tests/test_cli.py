@@ -1,0 +1,69 @@
+"""The gsurg command line: help, the README quick start, .param.bin, and input protection."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import ncnn
+import numpy as np
+import pytest
+
+from graphsurgeon.cli import main
+from tests.conftest import REPO
+from tests.oracle import fp32_net, run
+
+QUICK = REPO / "examples" / "quickstart"
+
+
+def test_help_lists_the_commands() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "graphsurgeon.cli", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "fmt" in out and "synth-bin" in out
+
+
+def test_readme_quick_start_command_runs_and_the_model_still_computes(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "gsurg fmt examples/quickstart/mlp.param --bin examples/quickstart/mlp.bin" in readme
+    out_param, out_bin = tmp_path / "mlp.param", tmp_path / "mlp.bin"
+    argv = ["fmt", str(QUICK / "mlp.param"), "--bin", str(QUICK / "mlp.bin"), "-o", str(out_param)]
+    assert main([*argv, "--out-bin", str(out_bin)]) == 0
+    assert out_bin.read_bytes() == (QUICK / "mlp.bin").read_bytes()
+    x = np.linspace(-1, 1, 16, dtype=np.float32)
+    ref = run(fp32_net(QUICK / "mlp.param", QUICK / "mlp.bin"), {"in0": x}, ["out0"])["out0"]
+    got = run(fp32_net(out_param, out_bin), {"in0": x}, ["out0"])["out0"]
+    assert ref.shape == (10,) and abs(float(ref.sum()) - 1.0) < 1e-5
+    assert got.tobytes() == ref.tobytes()
+
+
+def test_param_bin_output_runs_in_ncnn_like_the_text_form(tmp_path: Path) -> None:
+    pbin = tmp_path / "mlp.param.bin"
+    assert main(["fmt", str(QUICK / "mlp.param"), "-o", str(pbin), "-q"]) == 0
+    net = fp32_net(pbin, QUICK / "mlp.bin", binary_param=True)
+    x = np.linspace(-1, 1, 16, dtype=np.float32)
+    text_ref = run(fp32_net(QUICK / "mlp.param", QUICK / "mlp.bin"), {"in0": x}, ["out0"])["out0"]
+    with net.create_extractor() as ex:  # no names in the binary form: blobs by index (out0 is the 6th)
+        ex.input(0, ncnn.Mat(x).clone())
+        ret, mat = ex.extract(5)
+    assert ret == 0
+    assert np.array(mat).tobytes() == text_ref.tobytes()
+    back = tmp_path / "back.param"
+    assert main(["fmt", str(pbin), "-o", str(back), "-q"]) == 0
+    assert "InnerProduct InnerProduct_1 1 1 0 1 0=32 1=1 2=512 9=1" in back.read_text()
+
+
+def test_inputs_are_never_overwritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    param = tmp_path / "m.param"
+    param.write_bytes((QUICK / "mlp.param").read_bytes())
+    before = param.read_bytes()
+    assert main(["fmt", str(param), "-o", str(param)]) == 2
+    assert "refusing to overwrite an input" in capsys.readouterr().err
+    assert param.read_bytes() == before
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert main(["fmt", str(QUICK / "mlp.param"), "-o", "x.param", "--bin", "only.bin"]) == 2
+    assert "--bin and --out-bin go together" in capsys.readouterr().err
