@@ -46,17 +46,16 @@ def format_float(value: float, where: str) -> str:
 def format_param(pid: int, param: Param, where: str) -> str:
     """One ``id=value`` token in safe-writer form."""
     kind, value = param.kind, param.value
-    if kind is ValueType.INT:
-        return f"{pid}={int(value)}"  # type: ignore[arg-type]
-    if kind is ValueType.FLOAT:
-        return f"{pid}={format_float(value, where)}"  # type: ignore[arg-type]
-    if kind.is_array:
-        items = list(value)  # type: ignore[arg-type]
+    if isinstance(value, int):
+        return f"{pid}={value}"
+    if isinstance(value, float):
+        return f"{pid}={format_float(value, where)}"
+    if isinstance(value, tuple):
         if kind is ValueType.FLOAT_ARRAY:
-            elements = [format_float(v, where) for v in items]
+            elements = [format_float(float(v), where) for v in value]
         else:
-            elements = [str(int(v)) for v in items]
-        return f"{OLD_ARRAY_BASE - pid}={','.join([str(len(items)), *elements])}"
+            elements = [str(int(v)) for v in value]
+        return f"{OLD_ARRAY_BASE - pid}={','.join([str(len(value)), *elements])}"
     text = str(value)
     if len(text) > MAX_STRING:
         raise EmitError(f"{where}: string of {len(text)} characters; ncnn reads at most {MAX_STRING}")

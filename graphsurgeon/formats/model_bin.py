@@ -13,6 +13,7 @@ import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,17 @@ from graphsurgeon.schema.catalog import ActiveWeight
 
 COPY_CHUNK = 8 << 20
 _KNOWN_NONZERO_TAGS = {TAG_FP16: "fp16", TAG_BF16: "bf16", TAG_INT8: "int8", TAG_FP32_SCALED: "fp32-scaled"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    path: str
+    layer: str
+    slot: str
+    offset: int
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"path": self.path, "layer": self.layer, "slot": self.slot, "offset": self.offset}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,17 +127,19 @@ def walk_records(graph: Graph, mb: MappedBin) -> list[WeightRecord]:
     size = mb.size
     last: WeightRecord | None = None
     for layer, aw in planned_loads(graph):
-        where = {"path": mb.path, "layer": layer.name, "slot": aw.name, "offset": offset}
+        where = _Where(mb.path, layer.name, aw.name, offset)
         count = aw.count
         if count <= 0 or any(d < 0 for d in aw.shape):
             raise BinFormatError(
                 f"params give this weight {count} elements (shape {list(aw.shape)}); ncnn fails to load it",
-                **where,
+                **where.kwargs(),
             )
         tag: int | None = None
         if aw.load_type == 0:
             if offset + 4 > size:
-                raise BinFormatError(f"file ends before this weight's 4-byte tag (file size {size})", **where)
+                raise BinFormatError(
+                    f"file ends before this weight's 4-byte tag (file size {size})", **where.kwargs()
+                )
             tag = mb.u32(offset)
             storage = storage_for_tag(tag)
             if storage is None:
@@ -134,7 +148,7 @@ def walk_records(graph: Graph, mb: MappedBin) -> list[WeightRecord]:
                 raise BinFormatError(
                     f"unknown weight tag 0x{tag:08x} (bytes {raw.hex(' ')}){prev}; {_describe_bytes(raw)}"
                     + _nearby_tag(mb, offset),
-                    **where,
+                    **where.kwargs(),
                 )
         elif aw.load_type == 1:
             storage = Storage.RAW
@@ -146,7 +160,7 @@ def walk_records(graph: Graph, mb: MappedBin) -> list[WeightRecord]:
                 f"{storage.value} weight of {count} elements needs {nbytes} bytes but the file ends "
                 f"{size - offset} bytes later (file size {size}): the .bin is truncated or belongs to "
                 "another .param",
-                **where,
+                **where.kwargs(),
             )
         last = WeightRecord(layer.name, layer.type, aw.name, offset, tag, storage, aw.shape, nbytes)
         records.append(last)
@@ -218,22 +232,23 @@ def _copy_region(region: BinRegion, out: object) -> None:
 
 
 def _weight_for(layer: Layer, aw: ActiveWeight, path: str, offset: int) -> Weight:
-    where = {"path": path, "layer": layer.name, "slot": aw.name, "offset": offset}
+    where = _Where(path, layer.name, aw.name, offset)
     weight = layer.weights.get(aw.name)
     if weight is None:
-        raise BinFormatError("no data for this weight slot (set it before writing)", **where)
+        raise BinFormatError("no data for this weight slot (set it before writing)", **where.kwargs())
     if weight.count != aw.count:
         raise BinFormatError(
             f"holds {weight.count} elements {list(weight.shape)} "
             f"but the params load {aw.count} {list(aw.shape)}",
-            **where,
+            **where.kwargs(),
         )
     tagged_ok = aw.load_type == 0 and weight.storage not in (Storage.RAW, Storage.BYTES)
     raw_ok = aw.load_type == 1 and weight.storage is Storage.RAW
     bytes_ok = aw.load_type in (3, 4, 6, 8) and weight.storage is Storage.BYTES
     if not (tagged_ok or raw_ok or bytes_ok):
         raise BinFormatError(
-            f"stored as {weight.storage.value} but this slot is loaded with type {aw.load_type}", **where
+            f"stored as {weight.storage.value} but this slot is loaded with type {aw.load_type}",
+            **where.kwargs(),
         )
     return weight
 

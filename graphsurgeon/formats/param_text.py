@@ -11,7 +11,7 @@ import math
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -98,27 +98,27 @@ def _is_float_text(text: str) -> bool:
 class _ToRecords(Transformer[Token, Any]):
     """Inline LALR callbacks: tokens to Params and layer records (no parse tree is built)."""
 
-    def int(self, children: list[Token]) -> Param:
+    def int_value(self, children: list[Token]) -> Param:
         (tok,) = children
         _check_len(tok, MAX_VALUE_TOKEN, "value")
         return Param(ValueType.INT, _to_int(tok, tok))
 
-    def float(self, children: list[Token]) -> Param:
+    def float_value(self, children: list[Token]) -> Param:
         (tok,) = children
         _check_len(tok, MAX_VALUE_TOKEN, "value")
         return Param(ValueType.FLOAT, _to_float(tok, tok))
 
-    def word(self, children: list[Token]) -> Param:
+    def word_value(self, children: list[Token]) -> Param:
         (tok,) = children
         _check_len(tok, MAX_STRING, "string")
         return Param(ValueType.STRING, str(tok))
 
-    def quoted(self, children: list[Token]) -> Param:
+    def quoted_value(self, children: list[Token]) -> Param:
         (tok,) = children
         _check_len(tok, MAX_STRING + 2, "quoted string")
         return Param(ValueType.STRING, str(tok)[1:-1])
 
-    def array(self, children: list[Token]) -> _Raw:
+    def array_value(self, children: list[Token]) -> _Raw:
         (tok,) = children
         items = str(tok).split(",")
         if items[-1] == "":
@@ -182,7 +182,7 @@ def _natural_array(key_id: int, raw: _Raw) -> Param:
         )
     values = [_element(i, as_float, raw.token) for i in raw.items]
     kind = ValueType.FLOAT_ARRAY if as_float else ValueType.INT_ARRAY
-    return Param(kind, tuple(values))  # type: ignore[arg-type]
+    return Param(kind, tuple(values))
 
 
 def _old_array(key_id: int, value: Any, key: Token) -> tuple[int, Param]:
@@ -208,7 +208,7 @@ def _old_array(key_id: int, value: Any, key: Token) -> tuple[int, Param]:
         raise _Fail(f"mixed-type array {key_id}: elements mix ints and floats (ncnn stores garbage)", token)
     as_float = kinds == {True}
     values = tuple(_element(e, as_float, token) for e in elements)
-    return pid, Param(ValueType.FLOAT_ARRAY if as_float else ValueType.INT_ARRAY, values)  # type: ignore[arg-type]
+    return pid, Param(ValueType.FLOAT_ARRAY if as_float else ValueType.INT_ARRAY, values)
 
 
 @lru_cache(maxsize=1)
@@ -231,7 +231,7 @@ def _syntax_message(err: UnexpectedInput, text: str) -> str:
         )
         return f"unexpected {shown}{want}"
     if isinstance(err, UnexpectedCharacters):
-        pos = err.pos_in_stream
+        pos = err.pos_in_stream or 0
         end = pos
         while end < len(text) and not text[end].isspace() and end - pos < 40:
             end += 1
@@ -243,14 +243,14 @@ def parse_param_text(text: str, *, path: str = "<param>", catalog: Catalog | Non
     """Parse .param text into a Graph. Raises ParamSyntaxError (file, line, column) for anything ncnn rejects
     or would misread."""
     try:
-        header, records = _parser().parse(text)
+        header, records = cast(tuple[list[Token], list[_LayerLine]], _parser().parse(text))
     except _Fail as fail:
         raise ParamSyntaxError(
             fail.message, path=path, line=fail.token.line or 0, column=fail.token.column or 0
         ) from None
     except UnexpectedInput as err:
         raise ParamSyntaxError(
-            _syntax_message(err, text), path=path, line=err.line, column=err.column
+            _syntax_message(err, text), path=path, line=err.line or 0, column=err.column
         ) from None
     magic_tok, layer_count_tok, blob_count_tok = header
     if str(magic_tok) != str(MAGIC):
@@ -264,14 +264,14 @@ def parse_param_text(text: str, *, path: str = "<param>", catalog: Catalog | Non
     if layer_count <= 0 or blob_count <= 0:
         tok = layer_count_tok if layer_count <= 0 else blob_count_tok
         raise ParamSyntaxError(
-            "layer and blob counts must be positive", path=path, line=tok.line, column=tok.column
+            "layer and blob counts must be positive", path=path, line=tok.line or 0, column=tok.column or 0
         )
     if len(records) < layer_count:
         raise ParamSyntaxError(
             f"header says {layer_count} layers but the file has only {len(records)}",
             path=path,
-            line=layer_count_tok.line,
-            column=layer_count_tok.column,
+            line=layer_count_tok.line or 0,
+            column=layer_count_tok.column or 0,
         )
     graph = Graph(catalog)
     if len(records) > layer_count:
@@ -288,8 +288,8 @@ def parse_param_text(text: str, *, path: str = "<param>", catalog: Catalog | Non
             f"header says {blob_count} blobs but the layers name {len(graph.blobs)} "
             "(too few blob slots corrupts ncnn's memory)",
             path=path,
-            line=blob_count_tok.line,
-            column=blob_count_tok.column,
+            line=blob_count_tok.line or 0,
+            column=blob_count_tok.column or 0,
         )
     if blob_count > len(graph.blobs):
         graph.notes.append(f"{path}: header says {blob_count} blobs but the layers name {len(graph.blobs)}")
@@ -306,13 +306,13 @@ def _build(graph: Graph, records: list[_LayerLine], path: str) -> None:
                     f"blob {top!r} is read by layer {first.name} (line {first.line}) before layer {rec.name} "
                     "produces it; ncnn would give the reader an empty orphan blob",
                     path=path,
-                    line=rec.line,
+                    line=rec.line or 0,
                     column=1,
                 )
         try:
             layer = graph.add_layer(rec.type, rec.name, rec.bottoms, rec.tops, rec.params)
         except GraphError as err:
-            raise ParamSyntaxError(f"duplicate top: {err}", path=path, line=rec.line, column=1) from None
+            raise ParamSyntaxError(f"duplicate top: {err}", path=path, line=rec.line or 0, column=1) from None
         layer.line = rec.line
 
 

@@ -112,7 +112,7 @@ class LayerSpec:
     def param(self, name: str) -> ParamSpec:
         """The spec of param ``name``; CatalogError names the layer type when there is none."""
         try:
-            return self._by_name[name]  # type: ignore[attr-defined, no-any-return]
+            return self._by_name[name]  # type: ignore[attr-defined]
         except KeyError:
             known = ", ".join(sorted(self._by_name))  # type: ignore[attr-defined]
             raise CatalogError(f"{self.type} has no param named {name!r} (known: {known})") from None
