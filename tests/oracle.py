@@ -45,7 +45,8 @@ def run(net: ncnn.Net, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> 
     results: dict[str, np.ndarray] = {}
     with net.create_extractor() as ex:
         for name, arr in inputs.items():
-            ex.input(name, ncnn.Mat(np.ascontiguousarray(arr, dtype=np.float32)).clone())
+            if ex.input(name, ncnn.Mat(np.ascontiguousarray(arr, dtype=np.float32)).clone()) != 0:
+                raise RuntimeError(f"no input blob named {name!r}")
         for name in outputs:
             ret, mat = ex.extract(name)
             if ret != 0:
