@@ -7,6 +7,7 @@ reader found (ignored trailing layers, custom layer types) go to stderr too.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from pathlib import Path
 from graphsurgeon import __version__
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.emit_text import write_param_text
-from graphsurgeon.formats.model_bin import custom_layer_note, read_bin, write_bin
+from graphsurgeon.formats.model_bin import WeightRecord, custom_layer_note, read_bin, write_bin
 from graphsurgeon.formats.param_bin import read_param_bin, write_param_bin
 from graphsurgeon.formats.param_text import MAGIC, read_param_text
 from graphsurgeon.ir.graph import Graph
@@ -75,6 +76,7 @@ def cmd_fmt(args: argparse.Namespace) -> int:
             raise UsageError("-o and --out-bin must be different files")
     graph = read_param(args.input)
     _warn(graph)
+    records: list[WeightRecord] = []
     if args.bin:
         records = read_bin(graph, args.bin)
         write_bin(graph, args.out_bin)
@@ -82,10 +84,34 @@ def cmd_fmt(args: argparse.Namespace) -> int:
         write_param_bin(graph, args.output)
     else:
         write_param_text(graph, args.output)
-    if not args.quiet:
+    summary = {
+        "output": args.output,
+        "layers": len(graph.layers),
+        "blobs": len(graph.blobs),
+        "notes": graph.notes,
+        "weights": [_record_json(r) for r in records] if args.bin else None,
+        "out_bin": args.out_bin,
+    }
+    if args.format == "json":
+        print(json.dumps(summary, indent=2))
+    elif not args.quiet:
         extra = f", {len(records)} weights" if args.bin else ""
         print(f"wrote {args.output} ({len(graph.layers)} layers, {len(graph.blobs)} blobs{extra})")
     return 0
+
+
+def _record_json(rec: WeightRecord) -> dict[str, object]:
+    return {
+        "layer": rec.layer,
+        "type": rec.layer_type,
+        "slot": rec.slot,
+        "offset": rec.offset,
+        "tag": None if rec.tag is None else f"0x{rec.tag:08x}",
+        "storage": rec.storage.value,
+        "shape": list(rec.shape),
+        "view": None if rec.view is None else list(rec.view),
+        "nbytes": rec.nbytes,
+    }
 
 
 def cmd_synth_bin(args: argparse.Namespace) -> int:
@@ -94,7 +120,13 @@ def cmd_synth_bin(args: argparse.Namespace) -> int:
     _warn(graph)
     n = synthesize_weights(graph, seed=args.seed, storage=Storage(args.storage))
     records = write_bin(graph, args.output)
-    if not args.quiet:
+    if args.format == "json":
+        print(
+            json.dumps(
+                {"output": args.output, "seed": args.seed, "weights": [_record_json(r) for r in records]}
+            )
+        )
+    elif not args.quiet:
         size = records[-1].offset + records[-1].nbytes if records else 0
         print(f"wrote {args.output} ({n} weights, {size} bytes, seed {args.seed})")
     return 0
@@ -118,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--bin", help="input .bin to walk and re-emit")
     fmt.add_argument("--out-bin", help="output .bin (with --bin)")
     fmt.add_argument("--to", choices=["auto", "text", "bin"], default="auto", help="output param form")
+    fmt.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="report format (json lists every weight's layer, slot, offset, tag, storage, shape and size)",
+    )
     fmt.add_argument("-q", "--quiet", action="store_true")
     fmt.set_defaults(func=cmd_fmt)
 
@@ -133,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument(
         "--storage", choices=["fp32", "fp16", "bf16"], default="fp32", help="tagged-slot storage"
     )
+    synth.add_argument("--format", choices=["text", "json"], default="text", help="report format")
     synth.add_argument("-q", "--quiet", action="store_true")
     synth.set_defaults(func=cmd_synth_bin)
     return parser

@@ -32,7 +32,7 @@ def i32(*values: int) -> bytes:
     return struct.pack(f"<{len(values)}i", *values)
 
 
-# ---- the weight fixture -------------------------------------------------------------------------------------
+# ---- the weight fixture ------------------------------------------------------------------------
 # InnerProduct fc: 0=num_output 3, 1=bias_term 1, 2=weight_data_size 12. Its .bin is
 #   offset 0: 4-byte tag (0 = fp32), offset 4: 12 fp32 weights (48 bytes), offset 52: 3 raw fp32 biases,
 #   end at 64.
@@ -76,11 +76,19 @@ def bin_case(data: bytes, *expect: str, param: str = FC_PARAM) -> Case:
     """``gsurg fmt m.param --bin m.bin -o out.param --out-bin out.bin``; the error must name the .bin."""
     return Case(
         files={"m.param": param.encode(), "m.bin": data},
-        argv=["fmt", "{tmp}/m.param", "-o", "{tmp}/out.param", "--bin", "{tmp}/m.bin", "--out-bin",
-              "{tmp}/out.bin"],
+        argv=[
+            "fmt",
+            "{tmp}/m.param",
+            "-o",
+            "{tmp}/out.param",
+            "--bin",
+            "{tmp}/m.bin",
+            "--out-bin",
+            "{tmp}/out.bin",
+        ],
         expect=["{tmp}/m.bin", *expect],
         outputs=["out.param", "out.bin"],
-    )  # fmt: skip
+    )
 
 
 def param_bin_case(data: bytes, *expect: str) -> Case:
@@ -107,7 +115,7 @@ def bug(reason: str) -> pytest.MarkDecorator:
 
 LONG_VALUE = "1." + "0" * 126  # 128 characters
 CASES = [
-    # ---- text .param: header ---------------------------------------------------------------------------------
+    # ---- text .param: header ---------------------------------------------------------------------
     pytest.param(text_case(f"{MAGIC + 1}\n1 1\n{IN}", 1, "bad magic"), id="bad-magic"),
     pytest.param(text_case(f"2 2\n{IN}ReLU r 1 1 x y\n", 1), id="magic-missing"),
     pytest.param(text_case("", 1), id="empty-file"),
@@ -122,18 +130,22 @@ CASES = [
     pytest.param(text_case(f"{H}2 1\n{IN}ReLU r 1 1 x y\n", 2, "1 blobs"), id="blob-count-too-small"),
     pytest.param(
         text_case(f"{H}1 1000001\n{IN}", 2),
-        marks=bug("blob_count > 1000000 (R1020 max_net_count; ncnn: 'invalid layer_count or blob_count') "
-                  "is only a warning; gsurg exits 0"),
+        marks=bug(
+            "blob_count > 1000000 (R1020 max_net_count; ncnn: 'invalid layer_count or blob_count') "
+            "is only a warning; gsurg exits 0"
+        ),
         id="blob-count-over-max-net-count",
-    ),  # fmt: skip
+    ),
     pytest.param(
         text_case(f"{H}1 99999999999\n{IN}", 2),
-        marks=bug("blob_count 99999999999 does not fit int32 (ncnn: 'parse blob_count failed'); gsurg only "
-                  "warns and exits 0"),
+        marks=bug(
+            "blob_count 99999999999 does not fit int32 (ncnn: 'parse blob_count failed'); gsurg only "
+            "warns and exits 0"
+        ),
         id="blob-count-over-int32",
-    ),  # fmt: skip
+    ),
     pytest.param(text_case("\ufeff" + f"{H}1 1\n{IN}", 1), id="utf8-bom"),
-    # ---- text .param: layer lines ----------------------------------------------------------------------------
+    # ---- text .param: layer lines ----------------------------------------------------------------
     pytest.param(
         text_case(two_layers("ReLU r 1 1 x"), 4, "1 bottom(s) and 1 top(s)"), id="truncated-layer-line"
     ),
@@ -161,28 +173,30 @@ CASES = [
     ),
     pytest.param(
         text_case(two_layers("ReLU " + "é" * 128 + " 1 1 x y"), 4),
-        marks=bug("a name of 128 'é' is 256 UTF-8 bytes: ncnn's %255s cuts it ('parse layer_name failed'); "
-                  "gsurg counts characters, accepts it and exits 0"),
+        marks=bug(
+            "a name of 128 'é' is 256 UTF-8 bytes: ncnn's %255s cuts it ('parse layer_name failed'); "
+            "gsurg counts characters, accepts it and exits 0"
+        ),
         id="name-256-utf8-bytes",
-    ),  # fmt: skip
+    ),
     pytest.param(
         text_case(f"{H}2 2\n{IN}BinaryOp op 1 1 x y\n0=2 1=1 2=3.0\n", 5), id="params-on-continuation-line"
     ),
-    # ---- text .param: params ---------------------------------------------------------------------------------
+    # ---- text .param: params ---------------------------------------------------------------------
     pytest.param(text_case(two_layers("ReLU r 1 1 x y 32=1"), 4, "param id 32"), id="param-id-32"),
-    pytest.param(
-        text_case(two_layers("ReLU r 1 1 x y -23332=1,1"), 4, "param id 32"), id="old-array-id-32"
-    ),
+    pytest.param(text_case(two_layers("ReLU r 1 1 x y -23332=1,1"), 4, "param id 32"), id="old-array-id-32"),
     pytest.param(
         text_case(two_layers("Crop c 1 1 x y -23309=3,1,2"), 4, "-23309", "3 element(s)", "has 2"),
         id="old-array-bad-length",
     ),
     pytest.param(
         text_case(two_layers("Crop c 1 1 x y -23309=1,5,"), 4),
-        marks=bug("old-style array with a trailing comma: ncnn 'array length mismatch (id=9)'; gsurg "
-                  "accepts it as (5,)"),
+        marks=bug(
+            "old-style array with a trailing comma: ncnn 'array length mismatch (id=9)'; gsurg "
+            "accepts it as (5,)"
+        ),
         id="old-array-trailing-comma",
-    ),  # fmt: skip
+    ),
     pytest.param(
         text_case(two_layers("Crop c 1 1 x y -23309=0,"), 4),
         marks=bug("'-23309=0,': ncnn 'array length mismatch (id=9)'; gsurg accepts an empty array"),
@@ -200,9 +214,7 @@ CASES = [
     pytest.param(
         text_case(two_layers("Noop r 1 1 x y 0=3.4028236e38"), 4, "overflows"), id="float-just-over-flt-max"
     ),
-    pytest.param(
-        text_case(two_layers("ReLU r 1 1 x y 0=2147483648"), 4, "32 bits"), id="int-overflow"
-    ),
+    pytest.param(text_case(two_layers("ReLU r 1 1 x y 0=2147483648"), 4, "32 bits"), id="int-overflow"),
     pytest.param(
         text_case(two_layers(f"ReLU r 1 1 x y 0={LONG_VALUE}"), 4, "128 characters"), id="value-128-chars"
     ),
@@ -219,14 +231,18 @@ CASES = [
     ),
     pytest.param(
         text_case(two_layers('Reshape r 1 1 x y 6="' + "é" * 128 + '"'), 4),
-        marks=bug("a quoted string of 128 'é' is 256 UTF-8 bytes: ncnn 'unterminated or too long string "
-                  "(id=6)'; gsurg counts characters and exits 0"),
+        marks=bug(
+            "a quoted string of 128 'é' is 256 UTF-8 bytes: ncnn 'unterminated or too long string "
+            "(id=6)'; gsurg counts characters and exits 0"
+        ),
         id="string-256-utf8-bytes",
-    ),  # fmt: skip
+    ),
     pytest.param(text_case(two_layers("ReLU r 1 1 x y 0="), 4, "end of line"), id="key-without-value"),
     pytest.param(
         text_case(two_layers("ReLU r 1 1 x y 0= 1"), 4),
-        marks=bug("'0= 1' (blank after '='): ncnn 'ParamDict read value failed'; gsurg reads 0=1 and exits 0"),
+        marks=bug(
+            "'0= 1' (blank after '='): ncnn 'ParamDict read value failed'; gsurg reads 0=1 and exits 0"
+        ),
         id="blank-between-key-and-value",
     ),
     pytest.param(text_case(two_layers("ReLU r 1 1 x y 0=1.5.3"), 4, "'1.5.3'"), id="float-two-dots"),
@@ -235,7 +251,7 @@ CASES = [
     pytest.param(text_case(two_layers("ReLU r 1 1 x y 0==1"), 4), id="double-equals"),
     pytest.param(text_case(two_layers("Noop r 1 1 x y 0=1,,2"), 4), id="array-empty-element"),
     pytest.param(text_case(two_layers('Noop r 1 1 x y 0="a"b'), 4), id="text-after-closing-quote"),
-    # ---- not text at all ------------------------------------------------------------------------------------
+    # ---- not text at all -------------------------------------------------------------------------
     pytest.param(
         text_case(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xff", 1, "not UTF-8"), id="binary-garbage"
     ),
@@ -243,7 +259,7 @@ CASES = [
         text_case(f"{H}2 2\n{IN}ReLU r 1 1 x ".encode() + b"\xff\xfe\n", 4, "not UTF-8"),
         id="non-utf8-in-layer-line",
     ),
-    # ---- .bin against the fc fixture -------------------------------------------------------------------------
+    # ---- .bin against the fc fixture -------------------------------------------------------------
     pytest.param(
         bin_case(GOOD_BIN[:60], "layer fc", "weight bias", "offset 52", "needs 12 bytes", "8 bytes later"),
         id="bin-truncated-in-bias",
@@ -257,15 +273,23 @@ CASES = [
         id="bin-unknown-tag-float-0.5",
     ),
     pytest.param(
-        bin_case(WEIGHTS.tobytes() + BIAS.tobytes(), "layer fc", "weight weight", "offset 0", "look like fp32"),
+        bin_case(
+            WEIGHTS.tobytes() + BIAS.tobytes(), "layer fc", "weight weight", "offset 0", "look like fp32"
+        ),
         id="bin-missing-tag",
     ),
     pytest.param(
         # fp16 record: tag + 12 halfs = 28 bytes; only the tag and 20 payload bytes are present
-        bin_case(TAG_FP16 + WEIGHTS.astype("<f2").tobytes()[:20], "layer fc", "weight weight", "offset 0",
-                 "needs 28 bytes", "24 bytes later"),
+        bin_case(
+            TAG_FP16 + WEIGHTS.astype("<f2").tobytes()[:20],
+            "layer fc",
+            "weight weight",
+            "offset 0",
+            "needs 28 bytes",
+            "24 bytes later",
+        ),
         id="bin-fp16-tag-file-too-short",
-    ),  # fmt: skip
+    ),
     pytest.param(
         # the fp16 weight record ends at 28; the raw bias (12 bytes) is missing
         bin_case(TAG_FP16 + WEIGHTS.astype("<f2").tobytes(), "layer fc", "weight bias", "offset 28"),
@@ -287,15 +311,19 @@ CASES = [
         ),
         id="bin-negative-weight-count-in-param",
     ),
-    # ---- .param.bin ------------------------------------------------------------------------------------------
-    pytest.param(param_bin_case(i32(MAGIC) + b"\x01\x00", "offset 4", "layer count"), id="pbin-truncated-header"),
+    # ---- .param.bin ------------------------------------------------------------------------------
+    pytest.param(
+        param_bin_case(i32(MAGIC) + b"\x01\x00", "offset 4", "layer count"), id="pbin-truncated-header"
+    ),
     pytest.param(
         # words: magic 0, counts 4 8, Input type 12, bottoms 16, tops 20, top index 24, -233 at 28
         param_bin_case(i32(MAGIC, 1, 1, 16, 0, 1, 5, -233), "offset 24", "blob index"),
-        marks=bug("the reported offset is 28, the word after the bad blob index (at 24): ParamBinError "
-                  "offsets point past the offending field"),
+        marks=bug(
+            "the reported offset is 28, the word after the bad blob index (at 24): ParamBinError "
+            "offsets point past the offending field"
+        ),
         id="pbin-blob-index-out-of-range",
-    ),  # fmt: skip
+    ),
     pytest.param(
         param_bin_case(i32(MAGIC, 1, 1, 9999, 0, 1, 0, -233), "offset 12", "9999"),
         marks=bug("the reported offset is 16, past the type index word at 12 (same cause as above)"),
@@ -325,19 +353,29 @@ CASES = [
         id="synth-param-syntax-error",
     ),
     pytest.param(
-        synth_case(two_layers("InnerProduct fc 1 1 x y 0=3 1=1 2=-12"), "{tmp}/s.param", "layer fc",
-                   "weight weight"),
-        marks=bug("synth-bin with a negative weight_data_size crashes: uncaught ValueError 'negative "
-                  "dimensions are not allowed' from numpy (traceback, no gsurg error line)"),
+        synth_case(
+            two_layers("InnerProduct fc 1 1 x y 0=3 1=1 2=-12"), "{tmp}/s.param", "layer fc", "weight weight"
+        ),
+        marks=bug(
+            "synth-bin with a negative weight_data_size crashes: uncaught ValueError 'negative "
+            "dimensions are not allowed' from numpy (traceback, no gsurg error line)"
+        ),
         id="synth-negative-weight-count",
-    ),  # fmt: skip
+    ),
     pytest.param(
-        synth_case(two_layers("InnerProduct fc 1 1 x y 0=3 1=1"), "{tmp}/s.param", "layer fc",
-                   "weight weight", forbid=(".tmp",)),
-        marks=bug("synth-bin error for an unsizable weight names the deleted temporary file "
-                  "'.out.bin.XXXX.tmp' instead of the .param (or the output path)"),
+        synth_case(
+            two_layers("InnerProduct fc 1 1 x y 0=3 1=1"),
+            "{tmp}/s.param",
+            "layer fc",
+            "weight weight",
+            forbid=(".tmp",),
+        ),
+        marks=bug(
+            "synth-bin error for an unsizable weight names the deleted temporary file "
+            "'.out.bin.XXXX.tmp' instead of the .param whose params are wrong"
+        ),
         id="synth-zero-weight-count",
-    ),  # fmt: skip
+    ),
 ]
 
 
@@ -398,8 +436,18 @@ def test_the_fixtures_themselves_are_valid(tmp_path: Path, capsys: pytest.Captur
 
 def test_missing_bin_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "m.param").write_text(FC_PARAM)
-    code = main(["fmt", str(tmp_path / "m.param"), "-o", str(tmp_path / "o.param"),
-                 "--bin", str(tmp_path / "nope.bin"), "--out-bin", str(tmp_path / "o.bin")])  # fmt: skip
+    code = main(
+        [
+            "fmt",
+            str(tmp_path / "m.param"),
+            "-o",
+            str(tmp_path / "o.param"),
+            "--bin",
+            str(tmp_path / "nope.bin"),
+            "--out-bin",
+            str(tmp_path / "o.bin"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("gsurg: error: ")
@@ -407,14 +455,26 @@ def test_missing_bin_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.param"]
 
 
-@bug("when writing the .param fails after the .bin was written (here -o is a directory), fmt exits 2 but "
-     "leaves the finished --out-bin behind: the output pair is not atomic")  # fmt: skip
+@bug(
+    "when writing the .param fails after the .bin was written (here -o is a directory), fmt exits 2 but "
+    "leaves the finished --out-bin behind: the output pair is not atomic"
+)
 def test_a_late_failure_leaves_no_output_bin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "m.param").write_text(FC_PARAM)
     (tmp_path / "m.bin").write_bytes(GOOD_BIN)
     (tmp_path / "out.param").mkdir()
-    code = main(["fmt", str(tmp_path / "m.param"), "-o", str(tmp_path / "out.param"),
-                 "--bin", str(tmp_path / "m.bin"), "--out-bin", str(tmp_path / "out.bin")])  # fmt: skip
+    code = main(
+        [
+            "fmt",
+            str(tmp_path / "m.param"),
+            "-o",
+            str(tmp_path / "out.param"),
+            "--bin",
+            str(tmp_path / "m.bin"),
+            "--out-bin",
+            str(tmp_path / "out.bin"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("gsurg: error: ") and "Traceback" not in err
@@ -422,8 +482,10 @@ def test_a_late_failure_leaves_no_output_bin(tmp_path: Path, capsys: pytest.Capt
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.bin", "m.param", "out.param"]
 
 
-@bug("ncnn loads an unquoted string containing '\"' (6=a\"b), gsurg parses it, but fmt then fails with "
-     "EmitError 'cannot be written in a .param' although the bare form is writable")  # fmt: skip
+@bug(
+    "ncnn loads an unquoted string containing '\"' (6=a\"b), gsurg parses it, but fmt then fails with "
+    "EmitError 'cannot be written in a .param' although the bare form is writable"
+)
 def test_unquoted_string_with_a_quote_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = two_layers('Reshape r 1 1 x y 6=a"b')
     (tmp_path / "q.param").write_text(text)

@@ -67,3 +67,25 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert main(["fmt", str(QUICK / "mlp.param"), "-o", "x.param", "--bin", "only.bin"]) == 2
     assert "--bin and --out-bin go together" in capsys.readouterr().err
+
+
+def test_json_report_lists_every_weight_with_its_offset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    argv = ["fmt", str(QUICK / "mlp.param"), "--bin", str(QUICK / "mlp.bin"), "-o", str(tmp_path / "m.param")]
+    assert main([*argv, "--out-bin", str(tmp_path / "m.bin"), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    weights = report["weights"]
+    # by hand: fc1 W 32x16 fp16 = 4 + 1024; bias 32 raw = 128; fc2 W 32x32 = 4 + 2048; bias 128; fc3 W 10x32
+    assert [(w["layer"], w["slot"], w["offset"]) for w in weights] == [
+        ("fc1", "weight", 0),
+        ("fc1", "bias", 1028),
+        ("fc2", "weight", 1156),
+        ("fc2", "bias", 3208),
+        ("fc3", "weight", 3336),
+        ("fc3", "bias", 3980),
+    ]
+    assert weights[0]["view"] == [32, 16] and weights[0]["storage"] == "fp16"
+    assert weights[-1]["offset"] + weights[-1]["nbytes"] == (QUICK / "mlp.bin").stat().st_size

@@ -61,6 +61,9 @@ class WeightRecord:
     storage: Storage
     shape: tuple[int, ...]
     nbytes: int
+    view: tuple[int, ...] | None = (
+        None  # the logical (torch) layout of a flat load, when the catalog knows it
+    )
 
 
 def planned_loads(graph: Graph) -> Iterator[tuple[Layer, ActiveWeight]]:
@@ -162,7 +165,7 @@ def walk_records(graph: Graph, mb: MappedBin) -> list[WeightRecord]:
                 "another .param",
                 **where.kwargs(),
             )
-        last = WeightRecord(layer.name, layer.type, aw.name, offset, tag, storage, aw.shape, nbytes)
+        last = WeightRecord(layer.name, layer.type, aw.name, offset, tag, storage, aw.shape, nbytes, aw.view)
         records.append(last)
         offset += nbytes
     if offset != size:
