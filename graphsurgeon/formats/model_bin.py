@@ -159,10 +159,19 @@ def walk_records(graph: Graph, mb: MappedBin) -> list[WeightRecord]:
             storage = Storage.BYTES
         nbytes = record_size(storage, count)
         if offset + nbytes > size:
+            short = offset + nbytes - size
+            zero_tagged = next((r for r in records if r.tag == 0), None) if short == 4 else None
+            hint = (
+                "; the file is exactly 4 bytes short: perhaps tagged weight "
+                f"{zero_tagged.layer}.{zero_tagged.slot} was written without its tag and its first value "
+                "(0.0) was read as one"
+                if zero_tagged is not None
+                else ""
+            )
             raise BinFormatError(
                 f"{storage.value} weight of {count} elements needs {nbytes} bytes but the file ends "
                 f"{size - offset} bytes later (file size {size}): the .bin is truncated or belongs to "
-                "another .param",
+                f"another .param{hint}",
                 **where.kwargs(),
             )
         last = WeightRecord(layer.name, layer.type, aw.name, offset, tag, storage, aw.shape, nbytes, aw.view)

@@ -38,8 +38,8 @@ _TERMINAL_NAMES = {
     "INT": "an int",
     "FLOAT": "a float",
     "ARRAY": "an array",
-    "QUOTED": 'a "quoted string"',
     "WORD": "a string",
+    "QUOTED": 'a "quoted string"',
     "_NL": "end of line",
     "$END": "end of file",
 }
@@ -222,7 +222,9 @@ def _parser() -> Lark:
 def _syntax_message(err: UnexpectedInput, text: str) -> str:
     if isinstance(err, UnexpectedEOF):
         return "unexpected end of file"
-    expected = sorted(_TERMINAL_NAMES.get(t, t) for t in (getattr(err, "expected", None) or ()))
+    order = list(_TERMINAL_NAMES)
+    names = sorted(getattr(err, "expected", None) or (), key=lambda t: order.index(t) if t in order else 99)
+    expected = [_TERMINAL_NAMES.get(t, t) for t in names]
     want = f"; expected {' or '.join(expected)}" if expected else ""
     if isinstance(err, UnexpectedToken):
         tok = err.token
