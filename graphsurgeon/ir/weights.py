@@ -219,28 +219,42 @@ class Weight:
             out = table[f.array("u1", body + 1024, n)]
         return out.reshape(self.shape)
 
-    def encoded(self) -> memoryview | bytes:
+    def encoded(self) -> bytes:
         """The exact bytes this weight's record occupies in a .bin (tag, payload, padding)."""
         if self.region is not None:
-            return self.region.file.buffer()[self.region.offset : self.region.offset + self.region.nbytes]
-        return encode_record(self.numpy(), self.storage)
+            return self.region.file.read(self.region.offset, self.region.nbytes)
+        return b"".join(bytes(chunk) for chunk in encode_chunks(self.numpy(), self.storage))
 
 
-def encode_record(values: np.ndarray, storage: Storage) -> bytes:
-    """Encode new values as one record: tag (if tagged), payload, zero padding to 4 bytes."""
+def encode_chunks(values: np.ndarray, storage: Storage) -> list[bytes | memoryview]:
+    """Encode new values as one record — tag (if tagged), payload, zero padding to 4 bytes — as pieces to
+    write in order. The payload is a view when the values are already stored that way, so writing a large
+    weight makes at most one converted copy of it."""
     flat = np.ascontiguousarray(values).reshape(-1)
     if storage in (Storage.FP32, Storage.FP32_SCALED, Storage.RAW):
-        payload = flat.astype("<f4").tobytes()
+        payload = np.ascontiguousarray(flat, dtype="<f4")
     elif storage is Storage.FP16:
-        payload = flat.astype("<f2").tobytes()
+        payload = flat.astype("<f2")
     elif storage is Storage.BF16:
-        bits = flat.astype(np.float32).view(np.uint32)
-        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even
-        payload = rounded.astype("<u2").tobytes()
+        payload = bf16_bits(flat)
     elif storage in (Storage.INT8, Storage.BYTES):
-        payload = flat.view(np.uint8).tobytes()
+        payload = flat.view(np.uint8)
     else:
         raise ValueError("new weights cannot be written as a quantization table")
-    payload += b"\0" * (align4(len(payload)) - len(payload))
-    tag = storage.tag
-    return payload if tag is None else tag.to_bytes(4, "little") + payload
+    chunks: list[bytes | memoryview] = [] if storage.tag is None else [storage.tag.to_bytes(4, "little")]
+    chunks.append(payload.data.cast("B"))
+    pad = align4(payload.nbytes) - payload.nbytes
+    if pad:
+        chunks.append(b"\0" * pad)
+    return chunks
+
+
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """float32 → bfloat16 bit patterns, rounding to nearest even; NaN stays a quiet NaN."""
+    f32 = np.ascontiguousarray(values, dtype=np.float32)
+    bits = f32.view(np.uint32)
+    rounded = ((bits >> 16) + (((bits >> 15) & 1) & (((bits >> 16) & 1) | ((bits & 0x7FFF) != 0)))).astype(
+        np.uint16
+    )
+    rounded[np.isnan(f32)] = 0x7FC0
+    return rounded.astype("<u2", copy=False)
