@@ -372,7 +372,7 @@ def run_proc(cmd: list[str]) -> Proc:
     return Proc(cmd, wall, int(usage.ru_maxrss), driver_hwm, output, result)
 
 
-def run_child(name: str, *args: str | os.PathLike[str]) -> Proc:
+def run_child(name: str, *args: str | int | os.PathLike[str]) -> Proc:
     return run_proc([sys.executable, str(Path(__file__).resolve()), "--child", name, *map(str, args)])
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from graphsurgeon import __version__
 from graphsurgeon.errors import GsurgError
+from graphsurgeon.formats.atomic import AtomicGroup
 from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import WeightRecord, custom_layer_note, read_bin, write_bin
 from graphsurgeon.formats.param_bin import read_param_bin, write_param_bin
@@ -52,6 +53,8 @@ def _prepare_output(out: str, *inputs: str | None) -> None:
     for inp in inputs:
         if inp is not None and _same_file(inp, out):
             raise UsageError(f"{out}: refusing to overwrite an input; choose another output path")
+    if os.path.isdir(out):
+        raise UsageError(f"{out}: is a folder; give a file path")
     Path(out).resolve().parent.mkdir(parents=True, exist_ok=True)
 
 
@@ -77,13 +80,14 @@ def cmd_fmt(args: argparse.Namespace) -> int:
     graph = read_param(args.input)
     _warn(graph)
     records: list[WeightRecord] = []
-    if args.bin:
-        records = read_bin(graph, args.bin)
-        write_bin(graph, args.out_bin)
-    if _wants_binary(args.output, args.to):
-        write_param_bin(graph, args.output)
-    else:
-        write_param_text(graph, args.output)
+    with AtomicGroup() as outputs:  # the .param and .bin appear together or not at all
+        if args.bin:
+            records = read_bin(graph, args.bin)
+            write_bin(graph, args.out_bin, outputs)
+        if _wants_binary(args.output, args.to):
+            write_param_bin(graph, args.output, outputs)
+        else:
+            write_param_text(graph, args.output, outputs)
     summary = {
         "output": args.output,
         "layers": len(graph.layers),

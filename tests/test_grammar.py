@@ -87,7 +87,9 @@ def test_errors_name_file_line_and_column() -> None:
     err = info.value
     assert (err.path, err.line) == ("m.param", 4)
     assert str(err).startswith("m.param:4:")
-    assert "expected" in str(err)
+    assert "followed directly by its value" in str(err)
+    with pytest.raises(ParamSyntaxError, match=r"m.param:4:18: unexpected '1x'; expected an int or a float"):
+        parse_param_text("7767517\n2 3\nInput in 0 1 x\nReLU r 1 1 x y 0=1x\n", path="m.param")
 
 
 def test_lines_after_the_counted_layers_are_ignored_like_ncnn() -> None:

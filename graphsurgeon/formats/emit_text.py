@@ -18,14 +18,16 @@ import jinja2
 import numpy as np
 
 from graphsurgeon.errors import EmitError
-from graphsurgeon.formats.atomic import atomic_write_bytes
+from graphsurgeon.formats.atomic import AtomicGroup, atomic_write_bytes
 from graphsurgeon.formats.param_text import MAGIC, MAX_NAME, MAX_STRING, OLD_ARRAY_BASE
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.params import Param
 from graphsurgeon.resources import resource_dir
 from graphsurgeon.schema.catalog import ValueType
 
-_BARE_STRING = re.compile(r"[A-Za-z][^\s,\"]*")
+_BARE_STRING = re.compile(r"[A-Za-z][^\s,]*")  # also read by HEAD, whose value token stops at commas
+_BARE_ANY = re.compile(r"[A-Za-z]\S*")
+_LINE_BREAK = re.compile(r"[\r\n]")
 _BAD_NAME = re.compile(r"[\s=]")
 
 
@@ -61,9 +63,11 @@ def format_param(pid: int, param: Param, where: str) -> str:
         raise EmitError(f"{where}: string of {len(text)} characters; ncnn reads at most {MAX_STRING}")
     if _BARE_STRING.fullmatch(text):
         return f"{pid}={text}"
-    if '"' in text or "\n" in text or "\r" in text:
-        raise EmitError(f"{where}: string {text!r} cannot be written in a .param")
-    return f'{pid}="{text}"'
+    if '"' not in text and not _LINE_BREAK.search(text):
+        return f'{pid}="{text}"'
+    if _BARE_ANY.fullmatch(text):
+        return f"{pid}={text}"  # has a quote and a comma: only the bare form can hold it (R1020 reads it)
+    raise EmitError(f"{where}: string {text!r} cannot be written in a .param")
 
 
 def _check_name(name: str, what: str) -> str:
@@ -108,6 +112,6 @@ def emit_param_text(graph: Graph) -> str:
     )
 
 
-def write_param_text(graph: Graph, path: str | os.PathLike[str]) -> None:
-    """Write ``graph`` as a text .param atomically (temp file, fsync, rename)."""
-    atomic_write_bytes(path, emit_param_text(graph).encode("utf-8"))
+def write_param_text(graph: Graph, path: str | os.PathLike[str], group: AtomicGroup | None = None) -> None:
+    """Write ``graph`` as a text .param atomically (temp file, fsync, rename; with ``group`` when given)."""
+    atomic_write_bytes(path, emit_param_text(graph).encode("utf-8"), group)

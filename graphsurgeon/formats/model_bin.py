@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from graphsurgeon.errors import BinFormatError, CatalogError
-from graphsurgeon.formats.atomic import atomic_output
+from graphsurgeon.formats.atomic import AtomicGroup, atomic_output
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import (
     TAG_BF16,
@@ -28,6 +28,7 @@ from graphsurgeon.ir.weights import (
     BinRegion,
     MappedBin,
     Storage,
+    StorageOverflow,
     Weight,
     encode_chunks,
     record_size,
@@ -71,19 +72,30 @@ def planned_loads(graph: Graph) -> Iterator[tuple[Layer, ActiveWeight]]:
     """Every ``mb.load`` the graph's layers make, in file order, per the catalog.
 
     Custom layer types (not in the catalog) are taken to read nothing, as ncnn's base ``Layer::load_model``
-    does; the graph's notes say so.
+    does. Params that give a weight no elements (or a negative size) are an error naming the .param, since
+    ncnn cannot load such a layer.
     """
     for layer in graph.layers:
         spec = layer.spec
         if spec is None:
             continue
+        source = graph.source or "<param>"
         try:
             actives = spec.active_weights(layer.env())
         except CatalogError as err:
             raise BinFormatError(
-                f"cannot size its weights from its params: {err}", layer=layer.name
+                f"cannot size its weights from its params: {err}", path=source, layer=layer.name
             ) from None
-        yield from ((layer, aw) for aw in actives)
+        for aw in actives:
+            if aw.count <= 0 or any(d < 0 for d in aw.shape):
+                raise BinFormatError(
+                    f"params give this weight {aw.count} elements (shape {list(aw.shape)}); "
+                    "ncnn fails to load it",
+                    path=source,
+                    layer=layer.name,
+                    slot=aw.name,
+                )
+            yield layer, aw
 
 
 def custom_layer_note(graph: Graph) -> str | None:
@@ -133,11 +145,6 @@ def walk_records(graph: Graph, mb: MappedBin) -> list[WeightRecord]:
     for layer, aw in planned_loads(graph):
         where = _Where(mb.path, layer.name, aw.name, offset)
         count = aw.count
-        if count <= 0 or any(d < 0 for d in aw.shape):
-            raise BinFormatError(
-                f"params give this weight {count} elements (shape {list(aw.shape)}); ncnn fails to load it",
-                **where.kwargs(),
-            )
         tag: int | None = None
         if aw.load_type == 0:
             if offset + 4 > size:
@@ -277,12 +284,14 @@ def _weight_for(layer: Layer, aw: ActiveWeight, path: str, offset: int) -> Weigh
     return weight
 
 
-def write_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
+def write_bin(
+    graph: Graph, path: str | os.PathLike[str], group: AtomicGroup | None = None
+) -> list[WeightRecord]:
     """Write every layer's weights to ``path`` atomically.
 
     Unchanged weights are copied byte for byte; new ones are encoded in their Weight's storage. Slots the
     params do not load must hold no weight. The temporary file is walked again and compared with the plan
-    before it replaces ``path``.
+    before it replaces ``path`` (together with the rest of ``group``, when given).
     """
     target = os.fspath(path)
     plan: list[WeightRecord] = []
@@ -296,7 +305,7 @@ def write_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
                 "re-walk of the written file disagrees with the plan (a writer bug)", path=target
             )
 
-    with atomic_output(target, check=check) as fh:
+    with atomic_output(target, check=check, group=group) as fh:
         offset = 0
         for layer, aw in planned_loads(graph):
             expected_slots.setdefault(id(layer), set()).add(aw.name)
@@ -304,7 +313,13 @@ def write_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
             if weight.region is not None:
                 _copy_region(weight.region, fh)
             else:
-                for chunk in encode_chunks(weight.numpy(), weight.storage):
+                try:
+                    chunks = encode_chunks(weight.numpy(), weight.storage)
+                except StorageOverflow as err:
+                    raise BinFormatError(
+                        str(err), path=target, layer=layer.name, slot=aw.name, offset=offset
+                    ) from None
+                for chunk in chunks:
                     fh.write(chunk)
             plan.append(
                 WeightRecord(

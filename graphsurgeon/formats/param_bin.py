@@ -15,15 +15,14 @@ import struct
 import numpy as np
 
 from graphsurgeon.errors import ParamBinError
-from graphsurgeon.formats.atomic import atomic_write_bytes
-from graphsurgeon.formats.param_text import MAGIC, OLD_ARRAY_BASE
+from graphsurgeon.formats.atomic import AtomicGroup, atomic_write_bytes
+from graphsurgeon.formats.param_text import MAGIC, MAX_NET_COUNT, OLD_ARRAY_BASE
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.params import Param, ncnn_view
 from graphsurgeon.schema.catalog import Catalog, ParamSpec, ValueType
 
 END_OF_PARAMS = -233
 STRING_BASE = -23400
-MAX_COUNT = 1_000_000  # R1020 max_net_count
 
 
 def emit_param_bin(graph: Graph) -> bytes:
@@ -85,18 +84,22 @@ def _blob_order(graph: Graph) -> list[str]:
     return list(seen)
 
 
-def write_param_bin(graph: Graph, path: str | os.PathLike[str]) -> None:
-    atomic_write_bytes(path, emit_param_bin(graph))
+def write_param_bin(graph: Graph, path: str | os.PathLike[str], group: AtomicGroup | None = None) -> None:
+    """Write ``graph`` as .param.bin atomically (with ``group`` when given)."""
+    atomic_write_bytes(path, emit_param_bin(graph), group)
 
 
 class _Reader:
-    def __init__(self, data: bytes, path: str) -> None:
-        self.data, self.pos, self.path = data, 0, path
+    """Sequential little-endian reads; errors name the offset where the offending field starts."""
 
-    def fail(self, message: str) -> ParamBinError:
-        return ParamBinError(f"{self.path}: offset {self.pos}: {message}")
+    def __init__(self, data: bytes, path: str) -> None:
+        self.data, self.pos, self.start, self.path = data, 0, 0, path
+
+    def fail(self, message: str, at: int | None = None) -> ParamBinError:
+        return ParamBinError(f"{self.path}: offset {self.start if at is None else at}: {message}")
 
     def i32(self, what: str) -> int:
+        self.start = self.pos
         if self.pos + 4 > len(self.data):
             raise self.fail(f"file ends inside {what}")
         (value,) = struct.unpack_from("<i", self.data, self.pos)
@@ -104,6 +107,7 @@ class _Reader:
         return int(value)
 
     def raw(self, nbytes: int, what: str) -> bytes:
+        self.start = self.pos
         if nbytes < 0 or self.pos + nbytes > len(self.data):
             raise self.fail(f"file ends inside {what}")
         chunk = self.data[self.pos : self.pos + nbytes]
@@ -115,12 +119,11 @@ def parse_param_bin(data: bytes, *, path: str = "<param.bin>", catalog: Catalog 
     """Decode .param.bin bytes into a Graph, typing scalar and array params through the catalog."""
     r = _Reader(data, path)
     if r.i32("the magic") != MAGIC:
-        r.pos = 0
         raise r.fail(f"bad magic (a .param.bin starts with the int32 {MAGIC})")
     layer_count, blob_count = r.i32("the layer count"), r.i32("the blob count")
-    if not (0 < layer_count <= MAX_COUNT and 0 < blob_count <= MAX_COUNT):
+    if not (0 < layer_count <= MAX_NET_COUNT and 0 < blob_count <= MAX_NET_COUNT):
         raise r.fail(f"implausible counts {layer_count} layers / {blob_count} blobs")
-    graph = Graph(catalog)
+    graph = Graph(catalog, source=path)
     for i in range(layer_count):
         typeindex = r.i32(f"layer {i} type index")
         spec = graph.catalog.by_index(typeindex)
@@ -129,11 +132,15 @@ def parse_param_bin(data: bytes, *, path: str = "<param.bin>", catalog: Catalog 
                 f"layer {i}: type index {typeindex} is not a built-in ncnn layer (custom layers need names)"
             )
         n_bottom, n_top = r.i32(f"layer {i} bottom count"), r.i32(f"layer {i} top count")
-        if not (0 <= n_bottom <= MAX_COUNT and 0 <= n_top <= MAX_COUNT):
+        if not (0 <= n_bottom <= MAX_NET_COUNT and 0 <= n_top <= MAX_NET_COUNT):
             raise r.fail(f"layer {i}: implausible bottom/top counts {n_bottom}/{n_top}")
-        blobs = [r.i32(f"layer {i} blob indices") for _ in range(n_bottom + n_top)]
-        if any(not 0 <= b < blob_count for b in blobs):
-            raise r.fail(f"layer {i}: blob index outside 0..{blob_count - 1}")
+        blobs: list[int] = []
+        for _ in range(n_bottom + n_top):
+            blob = r.i32(f"layer {i} blob indices")
+            if not 0 <= blob < blob_count:
+                raise r.fail(f"layer {i}: blob index {blob} outside 0..{blob_count - 1}")
+            blobs.append(blob)
+        tops_at = r.pos - 4 * n_top
         params: dict[int, Param] = {}
         while True:
             key = r.i32(f"layer {i} params")
@@ -142,9 +149,17 @@ def parse_param_bin(data: bytes, *, path: str = "<param.bin>", catalog: Catalog 
             pid, param = _read_param(r, key, spec.params.get(_param_id(key)), i)
             params[pid] = param
         names = [str(b) for b in blobs]
+        for k, top in enumerate(names[n_bottom:]):
+            earlier = graph.blobs.get(top)
+            if (earlier is not None and earlier.producer is not None) or top in names[
+                n_bottom : n_bottom + k
+            ]:
+                raise r.fail(
+                    f"layer {i}: top blob index {top} is already produced (duplicate top)", tops_at + 4 * k
+                )
         graph.add_layer(spec.type, f"{spec.type}_{i}", names[:n_bottom], names[n_bottom:], params)
     if r.pos != len(data):
-        raise r.fail(f"{len(data) - r.pos} bytes after the last layer")
+        raise r.fail(f"{len(data) - r.pos} bytes after the last layer", r.pos)
     return graph
 
 
@@ -169,7 +184,7 @@ def _read_param(r: _Reader, key: int, spec: object, layer_i: int) -> tuple[int, 
         return pid, Param(ValueType.STRING, text.decode("utf-8", errors="replace"))
     if key <= OLD_ARRAY_BASE:
         length = r.i32("an array length")
-        if not 0 <= length <= MAX_COUNT:
+        if not 0 <= length <= MAX_NET_COUNT:
             raise r.fail(f"layer {layer_i} param {pid}: implausible array length {length}")
         raw = r.raw(4 * length, "an array")
         if expected is ValueType.FLOAT_ARRAY:

@@ -31,9 +31,10 @@ MAX_PARAM_ID = 31
 OLD_ARRAY_BASE = -23300
 FLT_MAX = 3.4028234663852886e38
 INT32 = (-(2**31), 2**31 - 1)
+MAX_NET_COUNT = 1_000_000  # R1020 max_net_count for layer and blob counts
 
 _TERMINAL_NAMES = {
-    "KEY": "a param `id=`",
+    "KEY": "a param `id=value` (no blank after '=')",
     "NAME": "a name",
     "COUNT": "an integer count",
     "INT": "an int",
@@ -52,6 +53,7 @@ class _Raw:
 
     items: list[str]
     token: Token
+    trailing_comma: bool = False
 
 
 @dataclass(slots=True)
@@ -73,9 +75,13 @@ class _Fail(Exception):
         self.token = token
 
 
-def _check_len(token: Token, limit: int, what: str) -> None:
-    if len(token) > limit:
-        raise _Fail(f"{what} is {len(token)} characters long; ncnn reads at most {limit}", token)
+def _check_len(token: Token | str, limit: int, what: str, at: Token | None = None) -> None:
+    """ncnn's limits are in bytes (``%255s``, ``char[128]``), so UTF-8 text is measured in bytes."""
+    size = len(str(token).encode("utf-8"))
+    if size > limit:
+        where = at if at is not None else token
+        assert isinstance(where, Token)
+        raise _Fail(f"{what} is {size} bytes long; ncnn reads at most {limit}", where)
 
 
 def _to_int(text: str, token: Token) -> int:
@@ -125,9 +131,8 @@ class _ToRecords(Transformer[Token, Any]):
         if items[-1] == "":
             items.pop()  # the trailing comma of a one-element (or closed) natural array
         for item in items:
-            if len(item) > MAX_VALUE_TOKEN:
-                raise _Fail(f"array element is {len(item)} characters long; ncnn reads at most 127", tok)
-        return _Raw(items, tok)
+            _check_len(item, MAX_VALUE_TOKEN, "array element", at=tok)
+        return _Raw(items, tok, str(tok).endswith(","))
 
     def param(self, children: list[Any]) -> tuple[int, Param]:
         key, value = children
@@ -196,6 +201,8 @@ def _old_array(key_id: int, value: Any, key: Token) -> tuple[int, Param]:
         token = key
     elif isinstance(value, _Raw):
         items, token = value.items, value.token
+        if value.trailing_comma:
+            raise _Fail(f"old-style array {key_id} ends with a comma (ncnn: array length mismatch)", token)
     else:
         raise _Fail(f"old-style array {key_id} needs `N,v1,…,vN`", key)
     if _is_float_text(items[0]):
@@ -235,6 +242,8 @@ def _syntax_message(err: UnexpectedInput, text: str) -> str:
         return f"unexpected {shown}{want}"
     if isinstance(err, UnexpectedCharacters):
         pos = err.pos_in_stream or 0
+        if text[pos : pos + 1] == "=" and pos > 0 and text[pos - 1].isdigit():
+            return "a param `id=` must be followed directly by its value (no blank, not at end of line)"
         end = pos
         while end < len(text) and not text[end].isspace() and end - pos < 40:
             end += 1
@@ -269,11 +278,14 @@ def parse_param_text(text: str, *, path: str = "<param>", catalog: Catalog | Non
             column=magic_tok.column or 1,
         )
     layer_count, blob_count = int(layer_count_tok), int(blob_count_tok)
-    if layer_count <= 0 or blob_count <= 0:
-        tok = layer_count_tok if layer_count <= 0 else blob_count_tok
-        raise ParamSyntaxError(
-            "layer and blob counts must be positive", path=path, line=tok.line or 0, column=tok.column or 0
-        )
+    for tok, count in ((layer_count_tok, layer_count), (blob_count_tok, blob_count)):
+        if not 0 < count <= MAX_NET_COUNT:
+            raise ParamSyntaxError(
+                f"layer and blob counts must be in 1..{MAX_NET_COUNT} (ncnn's max_net_count), not {count}",
+                path=path,
+                line=tok.line or 0,
+                column=tok.column or 0,
+            )
     if len(records) < layer_count:
         raise ParamSyntaxError(
             f"header says {layer_count} layers but the file has only {len(records)}",
@@ -281,7 +293,7 @@ def parse_param_text(text: str, *, path: str = "<param>", catalog: Catalog | Non
             line=layer_count_tok.line or 0,
             column=layer_count_tok.column or 0,
         )
-    graph = Graph(catalog)
+    graph = Graph(catalog, source=path)
     if len(records) > layer_count:
         first = records[layer_count]
         graph.notes.append(
@@ -337,6 +349,9 @@ def read_param_text(path: str | os.PathLike[str], *, catalog: Catalog | None = N
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         raise ParamSyntaxError(
-            "not UTF-8 text (a binary .param.bin?)", path=name, line=line, column=1
+            f"neither a text .param (not UTF-8) nor a .param.bin (which starts with the int32 {MAGIC})",
+            path=name,
+            line=line,
+            column=1,
         ) from None
     return parse_param_text(text, path=name, catalog=catalog)

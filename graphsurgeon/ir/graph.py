@@ -101,10 +101,11 @@ class Layer:
 class Graph:
     """An ordered list of layers and the blobs between them."""
 
-    __slots__ = ("_blobs", "catalog", "layers", "notes")
+    __slots__ = ("_blobs", "catalog", "layers", "notes", "source")
 
-    def __init__(self, catalog: Catalog | None = None) -> None:
+    def __init__(self, catalog: Catalog | None = None, *, source: str | None = None) -> None:
         self.catalog = catalog if catalog is not None else load_catalog()
+        self.source = source  # the .param this graph was read from, for messages
         self.layers: list[Layer] = []
         self._blobs: dict[str, Blob] = {}
         self.notes: list[str] = []  # warnings a reader found (ignored trailing layers, …)

@@ -1,8 +1,9 @@
 """Typed param literals.
 
 A ``Param`` is what one ``id=value`` token holds: the literal's own kind (what ncnn's parser makes of it) and
-its value. Floats are kept as Python floats that hold an exact float32 value. Whether the kind matches what
-the layer expects is the catalog's business (``ncnn_view`` mirrors R1020's typed ``ParamDict::get``).
+its value. An empty array is always an ``INT_ARRAY``: ncnn gives empty arrays no element type. Floats are
+kept as Python floats that hold an exact float32 value. Whether the kind matches what the layer expects is
+the catalog's business (``ncnn_view`` mirrors R1020's typed ``ParamDict::get``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ class Param:
 
     kind: ValueType
     value: ParamValue
+
+    def __post_init__(self) -> None:
+        # An empty array has no element type in ncnn (ParamDict type 4): keep one spelling of it.
+        if self.kind is ValueType.FLOAT_ARRAY and not self.value:
+            object.__setattr__(self, "kind", ValueType.INT_ARRAY)
 
     @staticmethod
     def of(kind: ValueType, value: Any) -> Param:
@@ -82,7 +88,7 @@ def ncnn_view(spec: ParamSpec, param: Param) -> Any:
         if kind is ValueType.FLOAT:
             return value
         if kind is ValueType.INT:
-            return float(value)  # type: ignore[arg-type]
+            return to_f32(float(value))  # type: ignore[arg-type]
         return spec.default
     if expected.is_array:
         return list(value) if kind.is_array else spec.default  # type: ignore[arg-type]

@@ -234,9 +234,12 @@ def encode_chunks(values: np.ndarray, storage: Storage) -> list[bytes | memoryvi
     if storage in (Storage.FP32, Storage.FP32_SCALED, Storage.RAW):
         payload = np.ascontiguousarray(flat, dtype="<f4")
     elif storage is Storage.FP16:
-        payload = flat.astype("<f2")
+        with np.errstate(over="ignore"):
+            payload = flat.astype("<f2")
+        _check_no_overflow(flat, np.isfinite(payload), storage)
     elif storage is Storage.BF16:
         payload = bf16_bits(flat)
+        _check_no_overflow(flat, (payload & 0x7F80) != 0x7F80, storage)
     elif storage in (Storage.INT8, Storage.BYTES):
         payload = flat.view(np.uint8)
     else:
@@ -247,6 +250,19 @@ def encode_chunks(values: np.ndarray, storage: Storage) -> list[bytes | memoryvi
     if pad:
         chunks.append(b"\0" * pad)
     return chunks
+
+
+class StorageOverflow(ValueError):
+    """A finite value that the requested storage cannot hold (it would become inf)."""
+
+
+def _check_no_overflow(values: np.ndarray, stored_finite: np.ndarray, storage: Storage) -> None:
+    bad = np.flatnonzero(np.isfinite(values) & ~stored_finite)
+    if bad.size:
+        i = int(bad[0])
+        raise StorageOverflow(
+            f"{bad.size} value(s) overflow {storage.value}, the first {float(values[i])!r} at flat index {i}"
+        )
 
 
 def bf16_bits(values: np.ndarray) -> np.ndarray:
