@@ -101,7 +101,7 @@ class Layer:
 class Graph:
     """An ordered list of layers and the blobs between them."""
 
-    __slots__ = ("_blobs", "catalog", "layers", "notes", "source")
+    __slots__ = ("_blobs", "catalog", "issues", "layers", "notes", "source")
 
     def __init__(self, catalog: Catalog | None = None, *, source: str | None = None) -> None:
         self.catalog = catalog if catalog is not None else load_catalog()
@@ -109,6 +109,7 @@ class Graph:
         self.layers: list[Layer] = []
         self._blobs: dict[str, Blob] = {}
         self.notes: list[str] = []  # warnings a reader found (ignored trailing layers, …)
+        self.issues: list[Any] = []  # problems a lenient reader recorded instead of raising (ParseIssue)
 
     # ---- lookup -------------------------------------------------------------------------------------------
     @property
