@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from graphsurgeon import __version__
+from graphsurgeon.check.context import LintOptions
+from graphsurgeon.check.lint import run_lint
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.atomic import AtomicGroup
 from graphsurgeon.formats.emit_text import write_param_text
@@ -136,6 +138,23 @@ def cmd_synth_bin(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names(values: list[str] | None) -> list[str] | None:
+    """``--inputs a,b --inputs c`` → ["a", "b", "c"]."""
+    if values is None:
+        return None
+    return [name for value in values for name in value.split(",") if name]
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    options = LintOptions(bin_path=args.bin, inputs=_names(args.inputs), outputs=_names(args.outputs))
+    try:
+        report = run_lint(args.input, options, custom=args.custom or [])
+    except OSError as err:
+        raise UsageError(f"{args.input}: cannot read: {err.strerror}") from None
+    print(report.to_json() if args.format == "json" else report.to_text())
+    return report.exit_code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gsurg", description="Declarative graph surgery for ncnn models (.param + .bin)."
@@ -162,6 +181,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fmt.add_argument("-q", "--quiet", action="store_true")
     fmt.set_defaults(func=cmd_fmt)
+
+    lint = sub.add_parser(
+        "lint",
+        help="check a model for everything ncnn does not (exit 1 on errors)",
+        description="Collect every independent finding in one run: header counts, SSA blobs, fan-out "
+        "without Split, literal types against the layer catalog, unconverted ops, per-layer rules, the "
+        "declared interface and, with --bin, the exact-offset weight walk and every weight's values.",
+    )
+    lint.add_argument("input", help="the .param (text or .param.bin)")
+    lint.add_argument("--bin", help="the .bin to walk and scan")
+    lint.add_argument("--inputs", action="append", metavar="A,B", help="declared input blobs")
+    lint.add_argument("--outputs", action="append", metavar="X,Y", help="declared output blobs")
+    lint.add_argument(
+        "--custom",
+        action="append",
+        metavar="TYPE[:SLOT=LOAD(EXPR),...]",
+        help="declare a custom layer type and its weight loads (LOAD tagged|raw, EXPR over p0..p29)",
+    )
+    lint.add_argument("--format", choices=["text", "json"], default="text")
+    lint.set_defaults(func=cmd_lint)
 
     synth = sub.add_parser(
         "synth-bin",

@@ -52,6 +52,7 @@ class BinFormatError(GsurgError):
         self.layer = layer
         self.slot = slot
         self.offset = offset
+        self.reason = message
         parts = [path]
         if layer is not None:
             parts.append(f"layer {layer}")

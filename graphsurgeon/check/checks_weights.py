@@ -1,0 +1,54 @@
+"""Weight checks with --bin: the exact-offset walk, then every weight's values (NaN/Inf, fp16 overflow,
+all zero), read in chunks so a multi-GB model is scanned in bounded memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from graphsurgeon.check.context import LintContext
+from graphsurgeon.check.findings import Finding, error, warning
+from graphsurgeon.formats.model_bin import WeightRecord
+from graphsurgeon.ir.weights import Storage
+
+FLOAT_STORAGES = {
+    Storage.FP32,
+    Storage.FP32_SCALED,
+    Storage.RAW,
+    Storage.FP16,
+    Storage.BF16,
+    Storage.QUANT_TABLE,
+}
+
+
+def check_weight_values(ctx: LintContext, records: list[WeightRecord]) -> Iterator[Finding]:
+    """NaN/Inf per weight (fp16 infinities are overflowed conversions), and all-zero weights."""
+    layers = {layer.name: layer for layer in ctx.graph.layers}
+    for rec in records:
+        weight = layers[rec.layer].weights.get(rec.slot)
+        if weight is None:
+            continue
+        nan = inf = nonzero = 0
+        for chunk in weight.chunks():
+            if rec.storage in FLOAT_STORAGES:
+                nan += int(np.count_nonzero(np.isnan(chunk)))
+                inf += int(np.count_nonzero(np.isinf(chunk)))
+            nonzero += int(np.count_nonzero(chunk))
+        where = {"layer": rec.layer, "weight": rec.slot, "offset": rec.offset}
+        if rec.storage is Storage.FP16 and inf:
+            yield error(
+                "fp16-overflow",
+                f"{inf} of {weight.count} fp16 values are infinite: values beyond ±65504 overflowed when the "
+                "weight was converted to fp16",
+                **where,
+            )
+        elif nan or inf:
+            yield error(
+                "weight-nonfinite",
+                f"{nan} NaN and {inf} Inf values in {weight.count} ({rec.storage.value}); every output they "
+                "touch turns NaN",
+                **where,
+            )
+        if nonzero == 0:
+            yield warning("weight-all-zero", f"all {weight.count} values are zero", **where)
