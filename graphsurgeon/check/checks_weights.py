@@ -12,6 +12,8 @@ from graphsurgeon.check.findings import Finding, error, warning
 from graphsurgeon.formats.model_bin import WeightRecord
 from graphsurgeon.ir.weights import Storage
 
+HUGE = 1e10  # no trained weight is this large; misread bits often are
+TINY = 1e-20  # nor are most of a weight's values this small
 FLOAT_STORAGES = {
     Storage.FP32,
     Storage.FP32_SCALED,
@@ -29,13 +31,24 @@ def check_weight_values(ctx: LintContext, records: list[WeightRecord]) -> Iterat
         weight = layers[rec.layer].weights.get(rec.slot)
         if weight is None:
             continue
-        nan = inf = nonzero = 0
+        nan = inf = nonzero = tiny = 0
+        peak = 0.0
         for chunk in weight.chunks():
             if rec.storage in FLOAT_STORAGES:
+                finite = np.abs(chunk[np.isfinite(chunk)])
                 nan += int(np.count_nonzero(np.isnan(chunk)))
-                inf += int(np.count_nonzero(np.isinf(chunk)))
+                inf += chunk.size - finite.size - int(np.count_nonzero(np.isnan(chunk)))
+                tiny += int(np.count_nonzero((finite > 0) & (finite < TINY)))
+                peak = max(peak, float(finite.max(initial=0.0)))
             nonzero += int(np.count_nonzero(chunk))
         where = {"layer": rec.layer, "weight": rec.slot, "offset": rec.offset}
+        if peak > HUGE or (nonzero and tiny * 2 > nonzero):
+            yield error(
+                "weight-magnitude",
+                f"values are not plausible weights (largest |w| {peak:.3g}, {tiny} of {nonzero} nonzero "
+                f"below {TINY:g}): a wrong storage tag (fp16 data tagged bf16?) or shifted data",
+                **where,
+            )
         if rec.storage is Storage.FP16 and inf:
             yield error(
                 "fp16-overflow",
