@@ -160,3 +160,18 @@ def test_typed_param_access_by_name() -> None:
     fc.set("bias_term", 1)
     assert fc.get("bias_term") == 1
     assert fc.get("int8_scale_term") == 0
+    fc.unset("bias_term")
+    assert 1 not in fc.params and fc.get("bias_term") == 0
+
+
+def test_param_infer_types_plain_values() -> None:
+    from graphsurgeon.ir.params import Param
+    from graphsurgeon.schema.catalog import ValueType as V
+
+    assert Param.infer(3) == Param(V.INT, 3)
+    assert Param.infer(True) == Param(V.INT, 1)
+    assert Param.infer(0.1) == Param(V.FLOAT, float(np.float32(0.1)))
+    assert Param.infer([1, 2]) == Param(V.INT_ARRAY, (1, 2))
+    assert Param.infer([1, 2.5]) == Param(V.FLOAT_ARRAY, (1.0, 2.5))
+    assert Param.infer([]) == Param(V.INT_ARRAY, ())
+    assert Param.infer("0w,-1") == Param(V.STRING, "0w,-1")

@@ -65,15 +65,6 @@ class Param:
         return Param.of(ValueType.INT_ARRAY, items)
 
 
-def literal_fits(kind: ValueType, expected: ValueType) -> bool:
-    """Whether ncnn reads a literal of ``kind`` correctly where the layer expects ``expected``."""
-    if kind is expected:
-        return True
-    if expected is ValueType.FLOAT and kind is ValueType.INT:
-        return True  # R1020 converts; HEAD reads garbage bits, so lint still warns
-    return expected.is_array and kind.is_array
-
-
 def ncnn_view(spec: ParamSpec, param: Param) -> Any:
     """The value ncnn 1.0.20261020 hands the layer for this literal.
 
