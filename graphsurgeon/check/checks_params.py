@@ -10,6 +10,7 @@ import numpy as np
 from graphsurgeon.check.context import LintContext
 from graphsurgeon.check.findings import Finding, error, warning
 from graphsurgeon.check.shapes import SHAPE_HINTS_ID, dynamic_evidence, hint_records
+from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Layer
 from graphsurgeon.ir.params import Param
 from graphsurgeon.schema.catalog import ParamSpec, ValueType
@@ -123,8 +124,15 @@ def check_layer_rules(ctx: LintContext) -> Iterator[Finding]:
         if layer.spec is None:
             continue
         rule = _RULES.get(layer.type)
-        if rule is not None:
-            yield from rule(ctx, layer, dynamic)
+        if rule is None:
+            continue
+        try:
+            findings = list(rule(ctx, layer, dynamic))
+        except GsurgError as err:
+            findings = [
+                error("check-failed", f"the {layer.type} rule could not run here: {err}", **_at(layer))
+            ]
+        yield from findings
 
 
 def _softmax(ctx: LintContext, layer: Layer, dynamic: str | None) -> Iterator[Finding]:

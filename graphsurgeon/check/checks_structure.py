@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 from graphsurgeon.check.context import LintContext
 from graphsurgeon.check.findings import Finding, error, warning
-from graphsurgeon.formats.param_literals import MAX_NAME
 
 #: ParseIssue code → lint check id. Every issue the lenient reader records is an error: ncnn either
 #: rejects the file or reads something other than what it says.
@@ -15,6 +14,8 @@ ISSUE_CHECKS = {
     "header-count": "header-counts",
     "layer-count": "header-counts",
     "blob-count": "header-counts",
+    "extra-layers": "header-counts",
+    "spare-blobs": "header-counts",
     "duplicate-top": "duplicate-top",
     "use-before-def": "undefined-bottom",
     "param-id": "param-id",
@@ -30,8 +31,9 @@ def check_reader_issues(ctx: LintContext) -> Iterator[Finding]:
     """Problems the lenient reader recorded (header, arrays, lengths, SSA tops) and its warnings."""
     for issue in ctx.graph.issues:
         check = ISSUE_CHECKS.get(issue.code, "name-length" if issue.code.endswith("-length") else issue.code)
-        yield error(check, issue.message, layer=issue.layer, line=issue.line or None)
-    for note in ctx.graph.notes:
+        make = warning if issue.warning else error
+        yield make(check, issue.message, layer=issue.layer, line=issue.line or None)
+    for note in ctx.graph.notes:  # notes of a strictly read graph (a .param.bin)
         yield warning("header-counts", note)
 
 
@@ -71,17 +73,16 @@ def check_fanout(ctx: LintContext) -> Iterator[Finding]:
 
 
 def check_names(ctx: LintContext) -> Iterator[Finding]:
-    """Names ncnn can read back (≤ 255 bytes, no whitespace), and unique layer names."""
+    """Names ncnn can read back (no whitespace; lengths are checked as the file is read), unique layer
+    names."""
     seen: dict[str, int] = {}
     for layer in ctx.graph.layers:
         for what, name in (("layer name", layer.name), ("layer type", layer.type)):
             if any(ch.isspace() for ch in name) or not name:
                 yield error("name", f"{what} {name!r} is empty or holds whitespace", layer=layer.name)
         for blob in (*layer.inputs, *layer.outputs):
-            if any(ch.isspace() for ch in blob.name) or len(blob.name.encode()) > MAX_NAME:
-                yield error(
-                    "name", f"blob name {blob.name!r} is too long or holds whitespace", layer=layer.name
-                )
+            if any(ch.isspace() for ch in blob.name):
+                yield error("name", f"blob name {blob.name!r} holds whitespace", layer=layer.name)
         if layer.name in seen:
             yield warning(
                 "duplicate-layer-name",
@@ -94,9 +95,12 @@ def check_names(ctx: LintContext) -> Iterator[Finding]:
 
 
 def _reachable(ctx: LintContext, sources: set[str]) -> set[str]:
+    """Blobs computed from ``sources`` (Input tops) or from constants (MemoryData and other layers without
+    bottoms, except Input layers, which count only through ``sources``)."""
     reached = set(sources)
     for layer in ctx.graph.layers:  # file order is topological
-        if not layer.inputs or any(b.name in reached for b in layer.inputs):
+        constant = not layer.inputs and layer.type != "Input"
+        if constant or any(b.name in reached for b in layer.inputs):
             reached.update(b.name for b in layer.outputs)
     return reached
 
@@ -126,5 +130,6 @@ def check_interface(ctx: LintContext) -> Iterator[Finding]:
                     "undeclared-output",
                     f"leaf blob {blob.name!r} is produced and never read, but not declared as an output",
                     layer=blob.producer.name if blob.producer else None,
+                    line=(blob.producer.line or None) if blob.producer else None,
                     blob=blob.name,
                 )

@@ -12,6 +12,8 @@ from graphsurgeon.check.findings import Finding, error, warning
 from graphsurgeon.formats.model_bin import WeightRecord
 from graphsurgeon.ir.weights import Storage
 
+SAMPLE = 1 << 20  # values looked at for the tag-plausibility test
+SPREAD_GAP = 4.0  # binades by which the other 16-bit reading must be tighter to call the tag wrong
 HUGE = 1e10  # no trained weight is this large; misread bits often are
 TINY = 1e-20  # nor are most of a weight's values this small
 FLOAT_STORAGES = {
@@ -42,7 +44,10 @@ def check_weight_values(ctx: LintContext, records: list[WeightRecord]) -> Iterat
                 peak = max(peak, float(finite.max(initial=0.0)))
             nonzero += int(np.count_nonzero(chunk))
         where = {"layer": rec.layer, "weight": rec.slot, "offset": rec.offset}
-        if peak > HUGE or (nonzero and tiny * 2 > nonzero):
+        swapped = _other_half_precision(weight.chunks(SAMPLE).__next__(), rec.storage) if nonzero else None
+        if swapped is not None:
+            yield error("weight-magnitude", swapped, **where)
+        elif peak > HUGE or (nonzero and tiny * 2 > nonzero):
             yield error(
                 "weight-magnitude",
                 f"values are not plausible weights (largest |w| {peak:.3g}, {tiny} of {nonzero} nonzero "
@@ -65,3 +70,33 @@ def check_weight_values(ctx: LintContext, records: list[WeightRecord]) -> Iterat
             )
         if nonzero == 0:
             yield warning("weight-all-zero", f"all {weight.count} values are zero", **where)
+
+
+def _log2_iqr(values: np.ndarray) -> float | None:
+    """Interquartile range of log2|w| over nonzero finite values: how many binades a weight spans. A trained
+    weight spans about two; 16-bit data read under the other 16-bit tag spans eight or more."""
+    mags = np.abs(values[np.isfinite(values) & (values != 0)]).astype(np.float64)
+    if mags.size < 256:
+        return None
+    q25, q75 = np.percentile(np.log2(mags), [25, 75])
+    return float(q75 - q25)
+
+
+def _other_half_precision(sample: np.ndarray, storage: Storage) -> str | None:
+    """If fp16 data sits under a bf16 tag (or the reverse), the same bits read the other way form a far
+    tighter, plausible distribution: name that case."""
+    if storage is Storage.FP16:
+        bits = sample.astype("<f2").view("<u2")
+        other, other_name = (bits.astype(np.uint32) << 16).view(np.float32), "bf16"
+    elif storage is Storage.BF16:
+        bits = (sample.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        other, other_name = bits.view(np.float16).astype(np.float32), "fp16"
+    else:
+        return None
+    stated, alternative = _log2_iqr(sample), _log2_iqr(other)
+    if stated is None or alternative is None or stated - alternative <= SPREAD_GAP or alternative > 6:
+        return None
+    return (
+        f"read as {storage.value} the values span {stated:.1f} binades (quartiles of log2|w|), read as "
+        f"{other_name} {alternative:.1f}: this looks like {other_name} data under a {storage.value} tag"
+    )

@@ -60,6 +60,11 @@ def run_lint(path: str, options: LintOptions, custom: list[str] | None = None) -
     walk_finding: Finding | None = None
     if options.bin_path is not None:
         try:
+            with open(options.bin_path, "rb"):
+                pass
+        except OSError as err:
+            raise BinFormatError(f"cannot read: {err.strerror}", path=options.bin_path) from None
+        try:
             records = read_bin(graph, options.bin_path)
             report.weights = len(records)
         except BinFormatError as err:

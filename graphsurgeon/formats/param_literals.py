@@ -9,7 +9,7 @@ closest value ncnn would hold, so that one run can report every independent prob
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lark import Token
@@ -35,6 +35,7 @@ class ParseIssue:
     line: int
     column: int
     layer: str | None = None
+    warning: bool = False  # a hazard ncnn tolerates (spare blob slots, ignored extra lines), not an error
 
 
 class Fail(Exception):
@@ -57,6 +58,14 @@ class Reporter:
         if self.strict:
             raise Fail(message, token)
         self.issues.append(ParseIssue(code, message, token.line or 0, token.column or 0))
+
+    def attribute(self, line: int, layer: str) -> None:
+        """Name the layer on the issues recorded while its line was read (tokens do not know it)."""
+        for i in range(len(self.issues) - 1, -1, -1):
+            issue = self.issues[i]
+            if issue.line != line or issue.layer is not None:
+                break
+            self.issues[i] = replace(issue, layer=layer)
 
 
 @dataclass(slots=True)

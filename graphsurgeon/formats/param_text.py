@@ -150,6 +150,7 @@ class _ToRecords(Transformer[Token, Any]):
             )
         bottoms = [str(t) for t in names[:n_bottom]]
         tops = [str(t) for t in names[n_bottom:]]
+        self.rep.attribute(type_tok.line or 0, str(name_tok))
         return _LayerLine(str(type_tok), str(name_tok), bottoms, tops, params, type_tok.line or 0)
 
     def start(self, children: list[Any]) -> tuple[list[Token], list[_LayerLine]]:
@@ -223,6 +224,13 @@ def parse_param_text(
             raise ParamSyntaxError(message, path=path, line=line, column=column)
         graph.issues.append(ParseIssue(code, message, line, column, layer))
 
+    def hazard(code: str, message: str, line: int, layer: str | None = None) -> None:
+        """Something ncnn tolerates: a note in strict mode, a warning issue in lenient mode."""
+        if strict:
+            graph.notes.append(f"{path}:{line}: {message}")
+        else:
+            graph.issues.append(ParseIssue(code, message, line, 1, layer, warning=True))
+
     magic_tok, layer_count_tok, blob_count_tok = header
     if str(magic_tok) != str(MAGIC):
         problem(
@@ -252,9 +260,12 @@ def parse_param_text(
         )
     if len(records) > layer_count > 0:
         first = records[layer_count]
-        graph.notes.append(
-            f"{path}:{first.line}: {len(records) - layer_count} layer line(s) after the {layer_count} the "
-            f"header counts are ignored, as ncnn ignores them (first: {first.type} {first.name})"
+        hazard(
+            "extra-layers",
+            f"{len(records) - layer_count} layer line(s) after the {layer_count} the header counts are "
+            f"ignored, as ncnn ignores them (first: {first.type} {first.name})",
+            first.line,
+            first.name,
         )
         records = records[:layer_count]
     _build(graph, records, path, problem)
@@ -267,7 +278,11 @@ def parse_param_text(
             blob_count_tok.column or 0,
         )
     if blob_count > len(graph.blobs):
-        graph.notes.append(f"{path}: header says {blob_count} blobs but the layers name {len(graph.blobs)}")
+        hazard(
+            "spare-blobs",
+            f"header says {blob_count} blobs but the layers name {len(graph.blobs)}",
+            blob_count_tok.line or 0,
+        )
     return graph
 
 

@@ -143,7 +143,10 @@ class LayerSpec:
             for spec in pending:
                 needed = names_in(spec.default_expr or "")
                 if needed <= env.keys():
-                    env[spec.name] = evaluate(spec.default_expr or "0", env)
+                    try:
+                        env[spec.name] = evaluate(spec.default_expr or "0", env)
+                    except CatalogError as exc:  # e.g. a default that divides by a zero param
+                        env[spec.name] = Unresolved(str(exc))
                 else:
                     still.append(spec)
             pending = still

@@ -1,0 +1,386 @@
+"""``gsurg diff-bin A B``: compare the weights of two ncnn .bin files, or of a .bin and a safetensors
+checkpoint, pair by pair, with Polygraphy-style tolerances and reports.
+
+Each .bin is walked with its .param (found beside it unless given: ``x.bin`` → ``x.param``), so every
+weight is a ``(layer, slot)`` record at an exact offset. Pairs are made by name first, then, among what is
+left, by position in file order for records of the same layer type, slot and element count. A checkpoint
+side is paired through a YAML map (``weight_map``). With no .param for a .bin the two files are compared
+as flat float32 arrays, with a warning.
+
+Exit codes: 0 compared (``--fail-on-diff``: and everything passed), 1 with ``--fail-on-diff`` when a pair
+fails the tolerance, has mismatched sizes, or a weight is unpaired, 2 usage, parse or I/O error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from graphsurgeon.check.diff_report import DiffReport, Endpoint, PairResult, render_md, render_text
+from graphsurgeon.check.diff_sources import ChunkReader, FileSource
+from graphsurgeon.check.diff_stats import CHUNK_ELEMS, MAX_CHUNK_ELEMS, Comparator, Tolerance
+from graphsurgeon.check.weight_map import Checkpoint, TransformError, is_checkpoint, load_map, storage_name
+from graphsurgeon.errors import GsurgError
+from graphsurgeon.formats.model_bin import WeightRecord, custom_layer_note, walk_bin
+from graphsurgeon.formats.param_bin import read_param_bin
+from graphsurgeon.formats.param_text import MAGIC, read_param_text
+from graphsurgeon.ir.graph import Graph
+
+
+class DiffUsageError(GsurgError):
+    """Bad ``diff-bin`` arguments (exit 2)."""
+
+
+# ---- sides --------------------------------------------------------------------------------------------
+
+
+def find_param(bin_path: str) -> str | None:
+    """The .param beside a .bin: same stem (``x.bin`` → ``x.param``, ``x.ncnn.bin`` → ``x.ncnn.param``),
+    text form first, then ``x.param.bin``."""
+    stem = bin_path[: -len(".bin")] if bin_path.endswith(".bin") else bin_path
+    for candidate in (stem + ".param", stem + ".param.bin"):
+        if candidate != bin_path and os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def read_param(path: str) -> Graph:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as err:
+        raise DiffUsageError(f"{path}: cannot read: {err.strerror}") from None
+    return read_param_bin(path) if head == MAGIC.to_bytes(4, "little") else read_param_text(path)
+
+
+def _walk(param: str, bin_path: str, warnings: list[str]) -> list[WeightRecord]:
+    graph = read_param(param)
+    warnings.extend(graph.notes)
+    note = custom_layer_note(graph)
+    if note:
+        warnings.append(f"{param}: {note}")
+    return walk_bin(graph, bin_path)  # BinFormatError names layer, slot and offset
+
+
+def _endpoint(rec: WeightRecord, path: str) -> Endpoint:
+    shape = rec.view if rec.view is not None else (math.prod(rec.shape),)
+    return Endpoint(f"{rec.layer}.{rec.slot}", path, rec.offset, rec.storage.value, shape, rec.layer_type)
+
+
+def _count(rec: WeightRecord) -> int:
+    return math.prod(rec.shape)
+
+
+def pair_records(
+    ra: Sequence[WeightRecord], rb: Sequence[WeightRecord]
+) -> tuple[list[tuple[WeightRecord, WeightRecord, str]], list[WeightRecord], list[WeightRecord]]:
+    """Pair by (layer, slot) (repeated names pair in order), then the rest by position: an in-order
+    alignment of records with the same layer type, slot and element count. Returns pairs in a's file
+    order and the unpaired records of each side."""
+
+    def keyed(recs: Sequence[WeightRecord]) -> list[tuple[str, str, int]]:
+        seen: dict[tuple[str, str], int] = {}
+        keys = []
+        for r in recs:
+            k = seen[(r.layer, r.slot)] = seen.get((r.layer, r.slot), -1) + 1
+            keys.append((r.layer, r.slot, k))
+        return keys
+
+    b_index = {k: i for i, k in enumerate(keyed(rb))}
+    partner: dict[int, tuple[int, str]] = {}
+    for i, k in enumerate(keyed(ra)):
+        if k in b_index:
+            partner[i] = (b_index[k], "name")
+    taken_b = {j for j, _ in partner.values()}
+    left_a = [i for i in range(len(ra)) if i not in partner]
+    left_b = [j for j in range(len(rb)) if j not in taken_b]
+    ka = [(ra[i].layer_type, ra[i].slot, _count(ra[i])) for i in left_a]
+    kb = [(rb[j].layer_type, rb[j].slot, _count(rb[j])) for j in left_b]
+    for block in difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_matching_blocks():
+        for n in range(block.size):
+            partner[left_a[block.a + n]] = (left_b[block.b + n], "position")
+    taken_b = {j for j, _ in partner.values()}
+    pairs = [(ra[i], rb[j], how) for i, (j, how) in sorted(partner.items())]
+    return (
+        pairs,
+        [ra[i] for i in range(len(ra)) if i not in partner],
+        [r for j, r in enumerate(rb) if j not in taken_b],
+    )
+
+
+# ---- the comparison -----------------------------------------------------------------------------------
+
+
+def _size_message(na: int, nb: int) -> str:
+    return f"element counts differ: {na} in a, {nb} in b"
+
+
+def diff_bins(
+    a: str,
+    b: str,
+    *,
+    param_a: str | None = None,
+    param_b: str | None = None,
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+    map_path: str | None = None,
+    chunk: int = CHUNK_ELEMS,
+    jobs: int | None = None,
+) -> DiffReport:
+    """Compare ``a`` and ``b`` (each a .bin, or one a safetensors checkpoint with ``map_path``).
+
+    ``chunk`` elements are read per side at a time; ``jobs`` threads (default: the CPU count, at most 4)
+    share the arithmetic of chunks that differ."""
+    for name, value in (("atol", atol), ("rtol", rtol)):
+        if not (math.isfinite(value) and value >= 0):
+            raise DiffUsageError(f"--{name} must be a finite number >= 0, not {value}")
+    ckpt_a, ckpt_b = is_checkpoint(a), is_checkpoint(b)
+    if ckpt_a and ckpt_b:
+        raise DiffUsageError("at most one side may be a safetensors checkpoint")
+    if (ckpt_a or ckpt_b) != (map_path is not None):
+        raise DiffUsageError("a safetensors side needs --map MAP, and --map needs a safetensors side")
+    if (ckpt_a and param_a) or (ckpt_b and param_b):
+        raise DiffUsageError("--param-a/--param-b name the .param of a .bin side, not of a checkpoint")
+    for path in (a, b):
+        if not os.path.isfile(path):
+            raise DiffUsageError(f"{path}: no such file")
+    if not ckpt_a:
+        param_a = param_a or find_param(a)
+    if not ckpt_b:
+        param_b = param_b or find_param(b)
+    tol = Tolerance(float(atol), float(rtol))
+    if ckpt_a or ckpt_b:
+        mode = "checkpoint"
+    elif param_a is None or param_b is None:
+        mode = "flat"
+    else:
+        mode = "param"
+    report = DiffReport(a, b, param_a, param_b, map_path, mode, tol)
+    comparator = Comparator(tol, chunk, jobs)
+    try:
+        if mode == "flat":
+            _diff_flat(report, comparator)
+        elif mode == "param":
+            assert param_a is not None and param_b is not None
+            _diff_params(report, comparator, param_a, param_b)
+        else:
+            _diff_checkpoint(report, comparator, ckpt_a)
+    finally:
+        comparator.close()
+    return report
+
+
+def _diff_flat(report: DiffReport, comparator: Comparator) -> None:
+    missing = [p for p, q in ((report.a, report.param_a), (report.b, report.param_b)) if q is None]
+    report.warnings.append(
+        f"no .param found for {' and '.join(missing)} (looked beside it for the same stem with .param); "
+        "comparing the two files as flat float32 arrays: weights are not paired by layer, and tags, "
+        "fp16/bf16 records and padding are read as if they were float32"
+    )
+    ra, rb = ChunkReader(report.a), ChunkReader(report.b)
+    try:
+        na, nb = ra.size // 4, rb.size // 4
+        ea, eb = (
+            Endpoint(os.path.basename(r.path), r.path, 0, "fp32", (n,)) for r, n in ((ra, na), (rb, nb))
+        )
+        if ra.size != rb.size:
+            report.pairs.append(
+                PairResult(ea, eb, "flat", None, f"file sizes differ: {ra.size} and {rb.size} bytes")
+            )
+            return
+        sa, sb = (
+            FileSource(r, kind="f32", count=na, body=0, record_nbytes=r.size, encoding="flat")
+            for r in (ra, rb)
+        )
+        report.pairs.append(PairResult(ea, eb, "flat", comparator.compare(sa, sb)))
+    finally:
+        ra.close()
+        rb.close()
+
+
+def _diff_params(report: DiffReport, comparator: Comparator, param_a: str, param_b: str) -> None:
+    recs_a = _walk(param_a, report.a, report.warnings)
+    recs_b = _walk(param_b, report.b, report.warnings)
+    pairs, left_a, left_b = pair_records(recs_a, recs_b)
+    reason = "no partner by name, or by position with the same layer type, slot and size"
+    for recs, out, path in ((left_a, report.unpaired_a, report.a), (left_b, report.unpaired_b, report.b)):
+        for rec in recs:
+            ep = _endpoint(rec, path)
+            ep.note = reason
+            out.append(ep)
+    ra, rb = ChunkReader(report.a), ChunkReader(report.b)
+    try:
+        for x, y, how in pairs:
+            ea, eb = _endpoint(x, report.a), _endpoint(y, report.b)
+            if _count(x) != _count(y):
+                report.pairs.append(PairResult(ea, eb, how, None, _size_message(_count(x), _count(y))))
+                continue
+            sa = FileSource.for_record(ra, x.offset, x.nbytes, x.storage, _count(x))
+            sb = FileSource.for_record(rb, y.offset, y.nbytes, y.storage, _count(y))
+            note = None if ea.shape == eb.shape else f"shapes differ ({list(ea.shape)} vs {list(eb.shape)})"
+            report.pairs.append(PairResult(ea, eb, how, comparator.compare(sa, sb), note))
+    finally:
+        ra.close()
+        rb.close()
+
+
+def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool) -> None:
+    assert report.map is not None
+    entries = load_map(report.map)
+    bin_path, ckpt_path = (report.b, report.a) if ckpt_is_a else (report.a, report.b)
+    param = report.param_b if ckpt_is_a else report.param_a
+    if param is None:
+        flag = "--param-b" if ckpt_is_a else "--param-a"
+        raise DiffUsageError(f"{bin_path}: no .param beside it; pairing with a checkpoint needs one ({flag})")
+    records = _walk(param, bin_path, report.warnings)
+    ckpt = Checkpoint(ckpt_path)
+    unpaired_bin, unpaired_ckpt = (
+        (report.unpaired_b, report.unpaired_a) if ckpt_is_a else (report.unpaired_a, report.unpaired_b)
+    )
+    by_key = {f"{r.layer}.{r.slot}": r for r in records}
+    mapped = {e.key for e in entries if e.key in by_key and e.tensor in ckpt.tensors}
+    report.unmapped_tensors = len(set(ckpt.tensors) - {e.tensor for e in entries})
+    for entry in entries:
+        if entry.key in by_key and entry.tensor not in ckpt.tensors:
+            ep = _endpoint(by_key[entry.key], bin_path)
+            ep.note = f"map entry {entry.key!r}: tensor {entry.tensor!r} is not in {ckpt_path}"
+            unpaired_bin.append(ep)
+        elif entry.key not in by_key:
+            info = ckpt.tensors.get(entry.tensor)
+            file, offset = (info.file, info.offset) if info else (ckpt_path, 0)
+            ec = Endpoint(
+                entry.tensor,
+                file,
+                offset,
+                storage_name(info.dtype) if info else "?",
+                info.shape if info else (),
+            )
+            ec.note = f"map entry {entry.key!r} names no weight in {bin_path}"
+            unpaired_ckpt.append(ec)
+    named = {e.key for e in entries}
+    for rec in records:
+        if f"{rec.layer}.{rec.slot}" not in named:
+            ep = _endpoint(rec, bin_path)
+            ep.note = "no map entry names this weight"
+            unpaired_bin.append(ep)
+    reader = ChunkReader(bin_path)
+    try:
+        for entry in entries:
+            if entry.key not in mapped:
+                continue
+            rec, info = by_key[entry.key], ckpt.tensors[entry.tensor]
+            ep = _endpoint(rec, bin_path)
+            ec = Endpoint(entry.tensor, info.file, info.offset, storage_name(info.dtype), info.shape)
+            if entry.transforms:
+                steps = ", ".join(t.describe() for t in entry.transforms)
+                ec.note = f"{steps} applied to {entry.tensor} {list(info.shape)}"
+            pair = (ec, ep) if ckpt_is_a else (ep, ec)
+            try:
+                src = ckpt.source(entry.tensor, entry.transforms)
+            except TransformError as err:
+                report.pairs.append(PairResult(*pair, "map", None, f"tensor {entry.tensor!r}: {err}"))
+                continue
+            ec.shape = src.shape
+            na, nb = pair[0].shape, pair[1].shape
+            if src.count != _count(rec):
+                msg = _size_message(math.prod(na), math.prod(nb))
+                report.pairs.append(
+                    PairResult(*pair, "map", None, f"{msg} (shapes {list(na)} and {list(nb)})")
+                )
+                continue
+            rs = FileSource.for_record(reader, rec.offset, rec.nbytes, rec.storage, _count(rec))
+            stats = comparator.compare(src, rs) if ckpt_is_a else comparator.compare(rs, src)
+            note = None if na == nb else f"shapes differ ({list(na)} vs {list(nb)}); compared in C order"
+            report.pairs.append(PairResult(*pair, "map", stats, note))
+    finally:
+        reader.close()
+        ckpt.close()
+
+
+# ---- command line -------------------------------------------------------------------------------------
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", help="first .bin (or a .safetensors / .safetensors.index.json checkpoint)")
+    parser.add_argument("b", help="second .bin, the reference for rtol (or a checkpoint)")
+    parser.add_argument("--param-a", help="the .param of a (default: beside it, same stem)")
+    parser.add_argument("--param-b", help="the .param of b (default: beside it, same stem)")
+    parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)")
+    parser.add_argument(
+        "--rtol", type=float, default=1e-5, help="relative tolerance, times |b| (default 1e-5)"
+    )
+    parser.add_argument("--map", help="YAML map `layer.slot: tensor` (needed with a checkpoint side)")
+    parser.add_argument("--format", choices=["text", "json", "md"], default="text", help="report format")
+    parser.add_argument(
+        "--fail-on-diff",
+        action="store_true",
+        help="exit 1 when a pair fails the tolerance or differs in size, or a weight is unpaired",
+    )
+    parser.add_argument("--chunk", type=int, default=CHUNK_ELEMS, help=argparse.SUPPRESS)
+    parser.set_defaults(func=run)
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``diff-bin`` on the ``gsurg`` subcommand parsers."""
+    parser = subparsers.add_parser(
+        "diff-bin",
+        help="compare two .bin files (or a .bin and a safetensors checkpoint) weight by weight",
+        description="Pair the weights of two ncnn .bin files by (layer, slot), then by position, or a .bin "
+        "and a safetensors checkpoint through --map, and report per pair: cosine, max |a-b| and where, "
+        "max relative difference, mean |a-b|, NaN/Inf counts, the first differing byte, and the minimum "
+        "atol/rtol that would pass |a-b| <= atol + rtol*|b|.",
+    )
+    _configure(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 1 <= args.chunk <= MAX_CHUNK_ELEMS:
+        raise DiffUsageError(f"--chunk must be in 1..{MAX_CHUNK_ELEMS}")
+    report = diff_bins(
+        args.a,
+        args.b,
+        param_a=args.param_a,
+        param_b=args.param_b,
+        atol=args.atol,
+        rtol=args.rtol,
+        map_path=args.map,
+        chunk=args.chunk,
+    )
+    for warning in report.warnings:
+        print(f"gsurg: warning: {warning}", file=sys.stderr)
+    if args.format == "json":
+        print(json.dumps(report.to_json(), indent=2))
+    elif args.format == "md":
+        sys.stdout.write(render_md(report))
+    else:
+        sys.stdout.write(render_text(report))
+    return 1 if args.fail_on_diff and not report.passed else 0
+
+
+def main_diff(argv: Sequence[str] | None = None) -> int:
+    """``diff-bin`` on its own (tests, ``python -m graphsurgeon.check.diff_bin``), with gsurg's exit codes
+    and one-line errors."""
+    parser = argparse.ArgumentParser(prog="gsurg diff-bin")
+    _configure(parser)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
+        return int(exc.code or 0)
+    try:
+        return run(args)
+    except GsurgError as err:
+        print(f"gsurg: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except OSError as err:
+        print(f"gsurg: error: {err.filename or ''}: {err.strerror}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main_diff())
