@@ -15,6 +15,7 @@ from pathlib import Path
 
 from graphsurgeon import __version__
 from graphsurgeon.check.context import LintOptions
+from graphsurgeon.check.diff_bin import add_parser as add_diff_bin_parser
 from graphsurgeon.check.lint import run_lint
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.atomic import AtomicGroup
@@ -201,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lint.add_argument("--format", choices=["text", "json"], default="text")
     lint.set_defaults(func=cmd_lint)
+
+    add_diff_bin_parser(sub)
 
     synth = sub.add_parser(
         "synth-bin",

@@ -21,7 +21,7 @@ def test_help_lists_the_commands() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "graphsurgeon.cli", "--help"], capture_output=True, text=True, check=True
     ).stdout
-    assert "fmt" in out and "synth-bin" in out
+    assert all(cmd in out for cmd in ("fmt", "synth-bin", "lint", "diff-bin"))
 
 
 def test_readme_quick_start_command_runs_and_the_model_still_computes(tmp_path: Path) -> None:

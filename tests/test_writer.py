@@ -175,3 +175,21 @@ def test_param_infer_types_plain_values() -> None:
     assert Param.infer([1, 2.5]) == Param(V.FLOAT_ARRAY, (1.0, 2.5))
     assert Param.infer([]) == Param(V.INT_ARRAY, ())
     assert Param.infer("0w,-1") == Param(V.STRING, "0w,-1")
+
+
+def test_layers_sharing_a_name_keep_their_own_weights(tmp_path: Path) -> None:
+    text = (
+        "7767517\n3 3\nInput in 0 1 x 0=4\n"
+        "InnerProduct fc 1 1 x y 0=4 1=0 2=16\nInnerProduct fc 1 1 y z 0=4 1=0 2=16\n"
+    )
+    src = tmp_path / "m.bin"
+    first, second = np.arange(16, dtype=np.float32), -np.arange(16, dtype=np.float32)
+    src.write_bytes(b"\0" * 4 + first.tobytes() + b"\0" * 4 + second.tobytes())
+    graph = parse_param_text(text)
+    read_bin(graph, src)
+    a, b = graph.layers[1], graph.layers[2]
+    np.testing.assert_array_equal(a.weights["weight"].numpy(), first)
+    np.testing.assert_array_equal(b.weights["weight"].numpy(), second)
+    out = tmp_path / "o.bin"
+    write_bin(graph, out)
+    assert out.read_bytes() == src.read_bytes()

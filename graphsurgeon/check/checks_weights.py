@@ -3,15 +3,18 @@ all zero), read in chunks so a multi-GB model is scanned in bounded memory."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import numpy as np
 
 from graphsurgeon.check.context import LintContext
 from graphsurgeon.check.findings import Finding, error, warning
+from graphsurgeon.formats.chunked import ChunkReader, FileSource
 from graphsurgeon.formats.model_bin import WeightRecord
 from graphsurgeon.ir.weights import Storage
 
+CHUNK = 1 << 22  # elements per read
 SAMPLE = 1 << 20  # values looked at for the tag-plausibility test
 SPREAD_GAP = 4.0  # binades by which the other 16-bit reading must be tighter to call the tag wrong
 HUGE = 1e10  # no trained weight is this large; misread bits often are
@@ -27,49 +30,62 @@ FLOAT_STORAGES = {
 
 
 def check_weight_values(ctx: LintContext, records: list[WeightRecord]) -> Iterator[Finding]:
-    """NaN/Inf per weight (fp16 infinities are overflowed conversions), and all-zero weights."""
-    layers = {layer.name: layer for layer in ctx.graph.layers}
-    for rec in records:
-        weight = layers[rec.layer].weights.get(rec.slot)
-        if weight is None:
-            continue
-        nan = inf = nonzero = tiny = 0
-        peak = 0.0
-        for chunk in weight.chunks():
-            if rec.storage in FLOAT_STORAGES:
-                finite = np.abs(chunk[np.isfinite(chunk)])
-                nan += int(np.count_nonzero(np.isnan(chunk)))
-                inf += chunk.size - finite.size - int(np.count_nonzero(np.isnan(chunk)))
-                tiny += int(np.count_nonzero((finite > 0) & (finite < TINY)))
-                peak = max(peak, float(finite.max(initial=0.0)))
-            nonzero += int(np.count_nonzero(chunk))
-        where = {"layer": rec.layer, "weight": rec.slot, "offset": rec.offset}
-        swapped = _other_half_precision(weight.chunks(SAMPLE).__next__(), rec.storage) if nonzero else None
-        if swapped is not None:
-            yield error("weight-magnitude", swapped, **where)
-        elif peak > HUGE or (nonzero and tiny * 2 > nonzero):
-            yield error(
-                "weight-magnitude",
-                f"values are not plausible weights (largest |w| {peak:.3g}, {tiny} of {nonzero} nonzero "
-                f"below {TINY:g}): a wrong storage tag (fp16 data tagged bf16?) or shifted data",
-                **where,
-            )
-        if rec.storage is Storage.FP16 and inf:
-            yield error(
-                "fp16-overflow",
-                f"{inf} of {weight.count} fp16 values are infinite: values beyond ±65504 overflowed when the "
-                "weight was converted to fp16",
-                **where,
-            )
-        elif nan or inf:
-            yield error(
-                "weight-nonfinite",
-                f"{nan} NaN and {inf} Inf values in {weight.count} ({rec.storage.value}); every output they "
-                "touch turns NaN",
-                **where,
-            )
-        if nonzero == 0:
-            yield warning("weight-all-zero", f"all {weight.count} values are zero", **where)
+    """NaN/Inf per weight (fp16 infinities are overflowed conversions), implausible magnitudes, all-zero
+    weights. Records are read in chunks with pread, never through the map, so RSS stays flat."""
+    assert ctx.options.bin_path is not None
+    reader = ChunkReader(ctx.options.bin_path)
+    try:
+        for rec in records:
+            yield from _check_record(reader, rec)
+    finally:
+        reader.close()
+
+
+def _check_record(reader: ChunkReader, rec: WeightRecord) -> Iterator[Finding]:
+    count = math.prod(rec.shape)
+    source = FileSource.for_record(reader, rec.offset, rec.nbytes, rec.storage, count)
+    nan = inf = nonzero = tiny = 0
+    peak = 0.0
+    sample: np.ndarray | None = None
+    for start in range(0, count, CHUNK):
+        chunk, _ = source.read(start, min(count, start + CHUNK))
+        if sample is None:
+            sample = chunk[:SAMPLE].copy()
+        if rec.storage in FLOAT_STORAGES:
+            finite = np.abs(chunk[np.isfinite(chunk)])
+            nans = int(np.count_nonzero(np.isnan(chunk)))
+            nan += nans
+            inf += chunk.size - finite.size - nans
+            tiny += int(np.count_nonzero((finite > 0) & (finite < TINY)))
+            peak = max(peak, float(finite.max(initial=0.0)))
+        nonzero += int(np.count_nonzero(chunk))
+    where = {"layer": rec.layer, "weight": rec.slot, "offset": rec.offset}
+    swapped = _other_half_precision(sample, rec.storage) if sample is not None and nonzero else None
+    if swapped is not None:
+        yield error("weight-magnitude", swapped, **where)
+    elif peak > HUGE or (nonzero and tiny * 2 > nonzero):
+        yield error(
+            "weight-magnitude",
+            f"values are not plausible weights (largest |w| {peak:.3g}, {tiny} of {nonzero} nonzero "
+            f"below {TINY:g}): a wrong storage tag (fp16 data tagged bf16?) or shifted data",
+            **where,
+        )
+    if rec.storage is Storage.FP16 and inf:
+        yield error(
+            "fp16-overflow",
+            f"{inf} of {count} fp16 values are infinite: values beyond ±65504 overflowed when the "
+            "weight was converted to fp16",
+            **where,
+        )
+    elif nan or inf:
+        yield error(
+            "weight-nonfinite",
+            f"{nan} NaN and {inf} Inf values in {count} ({rec.storage.value}); every output they touch "
+            "turns NaN",
+            **where,
+        )
+    if nonzero == 0:
+        yield warning("weight-all-zero", f"all {count} values are zero", **where)
 
 
 def _log2_iqr(values: np.ndarray) -> float | None:

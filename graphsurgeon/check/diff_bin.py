@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from graphsurgeon.check.diff_report import DiffReport, Endpoint, PairResult, render_md, render_text
-from graphsurgeon.check.diff_sources import ChunkReader, FileSource
 from graphsurgeon.check.diff_stats import CHUNK_ELEMS, MAX_CHUNK_ELEMS, Comparator, Tolerance
 from graphsurgeon.check.weight_map import Checkpoint, TransformError, is_checkpoint, load_map, storage_name
 from graphsurgeon.errors import GsurgError
+from graphsurgeon.formats.chunked import ChunkReader, FileSource
 from graphsurgeon.formats.model_bin import WeightRecord, custom_layer_note, walk_bin
 from graphsurgeon.formats.param_bin import read_param_bin
 from graphsurgeon.formats.param_text import MAGIC, read_param_text

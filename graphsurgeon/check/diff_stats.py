@@ -1,6 +1,6 @@
 """Streaming comparison of two weights: chunked reads, float64 statistics, Polygraphy-style tolerances.
 
-Each side is a ``ValueSource`` (``diff_sources``) that yields its elements as float32 in C order, a chunk
+Each side is a ``ValueSource`` (``formats.chunked``) that yields its elements as float32 in C order, a chunk
 at a time, so one pair costs a few chunk-sized buffers however large the weight. Chunks that differ are
 computed in float64 (sums for cosine and mean too), cut into parts for worker threads when large.
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphsurgeon.check.diff_sources import ValueSource
+from graphsurgeon.formats.chunked import ValueSource
 
 #: Elements per chunk read from each side: 256 Ki keeps the float64 scratch (4 × 2 MiB, per thread) in the
 #: caches; measured fastest among 128 Ki..4 Mi on a 2-core EPYC (benchmarks/bench_diff_bin.py).

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from graphsurgeon.check.diff_sources import KINDS, ChunkReader, decode
 from graphsurgeon.errors import GsurgError
+from graphsurgeon.formats.chunked import KINDS, ChunkReader, decode
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".safetensors.index.json")
 _DTYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}

@@ -210,14 +210,8 @@ def read_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
     except BaseException:
         mb.close()
         raise
-    by_name = {id(layer): layer for layer in graph.layers}
-    layers = iter(graph.layers)
-    current = next(layers, None)
-    for rec in records:
-        while current is not None and current.name != rec.layer:
-            current = next(layers, None)
-        assert current is not None and id(current) in by_name
-        current.weights[rec.slot] = Weight(
+    for (layer, _), rec in zip(planned_loads(graph), records, strict=True):  # the walk follows the plan
+        layer.weights[rec.slot] = Weight(
             load_type=0 if rec.tag is not None else (1 if rec.storage is Storage.RAW else 3),
             storage=rec.storage,
             shape=rec.shape,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import mmap
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -103,10 +103,6 @@ class MappedBin:
 
     def u32(self, offset: int) -> int:
         return int.from_bytes(self.buffer()[offset : offset + 4], "little")
-
-    def pread(self, offset: int, nbytes: int) -> bytes:
-        """Read bytes without touching the map (pages read this way do not stay in this process's RSS)."""
-        return os.pread(self._fd, nbytes, offset)
 
     def array(self, dtype: str, offset: int, count: int) -> np.ndarray:
         return np.frombuffer(self.buffer(), dtype=np.dtype(dtype), count=count, offset=offset)
@@ -223,49 +219,11 @@ class Weight:
             out = table[f.array("u1", body + 1024, n)]
         return out.reshape(self.shape)
 
-    def chunks(self, max_elements: int = 1 << 22) -> Iterator[np.ndarray]:
-        """The decoded values, flat, in pieces of at most ``max_elements``. Records in a .bin are read with
-        ``pread`` rather than through the memory map, so scanning a large model keeps RSS flat."""
-        if self.region is None:
-            flat = self.numpy().reshape(-1)
-            for start in range(0, flat.size, max_elements):
-                yield flat[start : start + max_elements]
-            return
-        region, n = self.region, self.count
-        body = region.offset + (0 if self.storage in (Storage.RAW, Storage.BYTES) else 4)
-        if self.storage is Storage.QUANT_TABLE:
-            table = np.frombuffer(region.file.pread(body, 1024), dtype="<f4")
-            body += 1024
-        dtype, width = _CHUNK_DTYPES[self.storage]
-        for start in range(0, n, max_elements):
-            count = min(max_elements, n - start)
-            raw = np.frombuffer(region.file.pread(body + start * width, count * width), dtype=dtype)
-            if self.storage is Storage.FP16:
-                yield raw.astype(np.float32)
-            elif self.storage is Storage.BF16:
-                yield (raw.astype(np.uint32) << 16).view(np.float32)
-            elif self.storage is Storage.QUANT_TABLE:
-                yield table[raw]
-            else:
-                yield raw
-
     def encoded(self) -> bytes:
         """The exact bytes this weight's record occupies in a .bin (tag, payload, padding)."""
         if self.region is not None:
             return self.region.file.read(self.region.offset, self.region.nbytes)
         return b"".join(bytes(chunk) for chunk in encode_chunks(self.numpy(), self.storage))
-
-
-_CHUNK_DTYPES = {
-    Storage.FP32: ("<f4", 4),
-    Storage.FP32_SCALED: ("<f4", 4),
-    Storage.RAW: ("<f4", 4),
-    Storage.FP16: ("<f2", 2),
-    Storage.BF16: ("<u2", 2),
-    Storage.INT8: ("i1", 1),
-    Storage.BYTES: ("u1", 1),
-    Storage.QUANT_TABLE: ("u1", 1),
-}
 
 
 def encode_chunks(values: np.ndarray, storage: Storage) -> list[bytes | memoryview]:

@@ -1,4 +1,5 @@
-"""Where ``diff-bin`` reads values from: .bin weight records and whole files, chunk by chunk.
+"""Reading .bin weight records (and whole files) chunk by chunk, decoded to float32: what ``diff-bin`` and
+``lint --bin`` scan large models with.
 
 Chunks are read with ``os.preadv`` into buffers reused from chunk to chunk, never through a memory map
 (touched pages of a map count toward the resident set), and decoded to float32: fp16 by numpy, bf16 by

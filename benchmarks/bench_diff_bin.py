@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Benchmark ``gsurg diff-bin`` on two generated ≈2 GB .bin files: throughput and peak RSS.
+
+The param is an Input and 30 InnerProduct 4096x4096 layers with bias (64 MiB + 16 KiB each, 2.01 GB in
+all). ``gsurg synth-bin`` writes A and B with the same seed; a few weights of B are then perturbed in place
+at known byte offsets, so the report must name exactly those pairs with exactly those differences. A third
+file written with another seed gives the worst case, where every element differs.
+
+Each diff runs in its own subprocess: the child times ``diff_bins`` and reports its own ``VmHWM``; the driver
+also reads the child's ``ru_maxrss`` from ``os.wait4``. The driver imports only the standard library so a
+child's figures are its own. Targets: ≥ 1 GB/s, counted as the size of one .bin over the diff time (each
+file is read once, so both together move twice that), and peak RSS ≤ 512 MB. Warm runs read from the page
+cache (the files were just written); cold runs drop them first with ``POSIX_FADV_DONTNEED``.
+
+Needs 6 GB free (else it says so and skips); ``--quick`` runs the same steps on 8 layers of 1024x1024.
+Every generated file is deleted at the end. This is not a test: ``python benchmarks/bench_diff_bin.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MAGIC = 7767517
+GB = 1e9
+MIN_FREE = 6 * GB
+RSS_LIMIT_MB = 512.0
+TARGET_GBPS = 1.0
+RESULT_MARK = "BENCH_RESULT "
+#: (layer index, element index, delta) written into B
+PERTURB = ((3, 0, 0.5), (17, 123_457, -0.25), (29, 4096 * 4096 - 1, 1.0))
+
+
+def vm_hwm_kib() -> int:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return -1
+
+
+def child_diff(a: str, b: str) -> None:
+    """Run the diff as the command would (without printing the report) and describe what it found."""
+    from graphsurgeon.check.diff_bin import diff_bins
+    from graphsurgeon.check.diff_report import render_text
+
+    t0 = time.perf_counter()
+    report = diff_bins(a, b)
+    text = render_text(report)
+    elapsed = time.perf_counter() - t0
+    failed = [
+        {"name": p.a.name, "max_abs": p.stats.max_abs, "at": p.stats.max_abs_at, "first": p.stats.first_diff}
+        for p in report.pairs
+        if p.stats is not None and not p.stats.passed
+    ]
+    result = {
+        "seconds": elapsed,
+        "pairs": len(report.pairs),
+        "failed": failed,
+        "unpaired": len(report.unpaired_a) + len(report.unpaired_b),
+        "closing": text.rstrip().splitlines()[-1],
+        "vm_hwm_kib": vm_hwm_kib(),
+    }
+    print(RESULT_MARK + json.dumps(result), flush=True)
+
+
+def run(cmd: list[str]) -> tuple[float, int, str]:
+    """Run ``cmd``; returns wall seconds, the child's ru_maxrss (KiB) and its output."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    proc.stdout.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out}")
+    return time.perf_counter() - t0, int(usage.ru_maxrss), out
+
+
+def gsurg() -> list[str]:
+    exe = shutil.which("gsurg")
+    return (
+        [exe]
+        if exe
+        else [sys.executable, "-c", "import sys; from graphsurgeon.cli import main; sys.exit(main())"]
+    )
+
+
+def write_param(path: Path, layers: int, dim: int) -> int:
+    lines = [f"Input in0 0 1 in0 0={dim}"]
+    for i in range(layers):
+        prev = "in0" if i == 0 else f"fc{i - 1}"
+        lines.append(f"InnerProduct fc{i} 1 1 {prev} fc{i} 0={dim} 1=1 2={dim * dim}")
+    path.write_text(f"{MAGIC}\n{len(lines)} {len(lines)}\n" + "\n".join(lines) + "\n", encoding="ascii")
+    return layers * (4 + 4 * dim * dim + 4 * dim)
+
+
+def perturb(path: Path, dim: int, edits: list[tuple[int, int, float]]) -> list[dict[str, Any]]:
+    """Add ``delta`` to element ``k`` of layer ``i``'s weight (tag 0 + fp32) by writing 4 bytes in place;
+    returns what the diff must report, computed with struct (float32 rounding, exact float64 difference)."""
+    record = 4 + 4 * dim * dim + 4 * dim
+    expected = []
+    with open(path, "r+b") as fh:
+        for i, k, delta in edits:
+            offset = i * record + 4 + 4 * k
+            fh.seek(offset)
+            (old,) = struct.unpack("<f", fh.read(4))
+            new_bytes = struct.pack("<f", old + delta)
+            (new,) = struct.unpack("<f", new_bytes)
+            fh.seek(offset)
+            fh.write(new_bytes)
+            first = next(j for j in range(4) if struct.pack("<f", old)[j] != new_bytes[j])
+            expected.append(
+                {"name": f"fc{i}.weight", "max_abs": abs(new - old), "at": k, "first": offset + first}
+            )
+    return expected
+
+
+def evict(*paths: Path) -> None:
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def bench_case(label: str, a: Path, b: Path, size: int, cold: bool) -> dict[str, Any]:
+    if cold:
+        evict(a, b)
+    wall, maxrss, out = run([sys.executable, str(Path(__file__).resolve()), "--child", str(a), str(b)])
+    line = next(x for x in out.splitlines() if x.startswith(RESULT_MARK))
+    res: dict[str, Any] = json.loads(line[len(RESULT_MARK) :])
+    res.update(label=label, wall=wall, maxrss_kib=maxrss, gbps=size / res["seconds"] / GB)
+    res["rss_mb"] = (res["vm_hwm_kib"] if res["vm_hwm_kib"] > 0 else maxrss) / 1024
+    return res
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="8 layers of 1024x1024 (34 MB) instead of 2 GB")
+    parser.add_argument("--tmp", default=tempfile.gettempdir(), help="where to write the generated files")
+    parser.add_argument("--child", nargs=2, metavar=("A", "B"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child_diff(*args.child)
+        return 0
+    layers, dim = (8, 1024) if args.quick else (30, 4096)
+    need = 3.2 * layers * 4 * dim * dim
+    free = shutil.disk_usage(args.tmp).free
+    if free < max(need, 0 if args.quick else MIN_FREE):
+        print(f"skipped: {free / GB:.1f} GB free in {args.tmp}, need {max(need, MIN_FREE) / GB:.1f} GB")
+        return 0
+    work = Path(tempfile.mkdtemp(prefix="bench_diff_bin_", dir=args.tmp))
+    try:
+        param = work / "big.param"
+        size = write_param(param, layers, dim)
+        a, b, c = work / "a.bin", work / "b.bin", work / "c.bin"
+        for path, seed in ((a, 0), (b, 0), (c, 1)):
+            t, _, _ = run([*gsurg(), "synth-bin", str(param), "-o", str(path), "--seed", str(seed), "-q"])
+            print(f"generated {path.name} (seed {seed}, {size / GB:.2f} GB) in {t:.1f} s", flush=True)
+        for stem in ("a", "b", "c"):
+            shutil.copyfile(param, work / f"{stem}.param")
+        edits = sorted((i % layers, k % (dim * dim), d) for i, k, d in PERTURB)
+        expected = perturb(b, dim, edits)
+        results = [
+            bench_case("warm, 3 weights perturbed", a, b, size, cold=False),
+            bench_case("cold, 3 weights perturbed", a, b, size, cold=True),
+            bench_case("warm, every element differs", a, c, size, cold=False),
+        ]
+        found = [
+            {"name": f["name"], "max_abs": f["max_abs"], "at": f["at"], "first": f["first"][0]}
+            for f in results[0]["failed"]
+        ]
+        correct = found == expected and results[0]["closing"] == "FAILED" and results[0]["unpaired"] == 0
+        correct = correct and len(results[2]["failed"]) == 2 * layers
+        print(f"\ntwo {size / GB:.2f} GB bins ({layers} x InnerProduct {dim}x{dim}); GB/s = one bin / diff s")
+        print(f"{'case':32} {'diff s':>7} {'wall s':>7} {'GB/s':>6} {'peak RSS MB':>12} {'ru_maxrss MB':>13}")
+        for r in results:
+            print(
+                f"{r['label']:32} {r['seconds']:7.2f} {r['wall']:7.2f} {r['gbps']:6.2f} "
+                f"{r['rss_mb']:12.0f} {r['maxrss_kib'] / 1024:13.0f}"
+            )
+        print(f"\nreport correct (just the perturbed pairs, values, offsets): {'yes' if correct else 'NO'}")
+        if not correct:
+            print(f"  expected {expected}\n  found    {found}")
+        if args.quick:
+            print("quick run: start-up (imports, catalog, .param) dominates; the targets are for a full run")
+        for r in results:
+            speed = "PASS" if r["gbps"] >= TARGET_GBPS else "FAIL"
+            rss = "PASS" if r["rss_mb"] <= RSS_LIMIT_MB else "FAIL"
+            print(
+                f"{r['label']:32} throughput {r['gbps']:.2f} GB/s >= {TARGET_GBPS}: {speed}; "
+                f"peak RSS {r['rss_mb']:.0f} MB <= {RSS_LIMIT_MB:.0f}: {rss}"
+            )
+        return 0 if correct else 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
