@@ -146,6 +146,27 @@ def bench_case(label: str, a: Path, b: Path, size: int, cold: bool) -> dict[str,
     return res
 
 
+def read_floor(a: Path, b: Path, compare: bool) -> float:
+    """Baseline in this script: read both files in 8 MiB chunks side by side (the I/O floor), optionally
+    with the cheapest possible numpy comparison of each chunk pair (max |a-b| as float32)."""
+    import numpy as np
+
+    chunk = 8 << 20
+    buf_a, buf_b = bytearray(chunk), bytearray(chunk)
+    start = time.perf_counter()
+    with open(a, "rb", buffering=0) as fa, open(b, "rb", buffering=0) as fb:
+        while True:
+            na, nb = fa.readinto(buf_a), fb.readinto(buf_b)
+            if not na:
+                break
+            if compare:
+                n = min(na, nb) // 4
+                va = np.frombuffer(buf_a, dtype="<f4", count=n)
+                vb = np.frombuffer(buf_b, dtype="<f4", count=n)
+                float(np.max(np.abs(va - vb)))
+    return time.perf_counter() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="8 layers of 1024x1024 (34 MB) instead of 2 GB")
@@ -178,6 +199,8 @@ def main() -> int:
             bench_case("cold, 3 weights perturbed", a, b, size, cold=True),
             bench_case("warm, every element differs", a, c, size, cold=False),
         ]
+        floor = read_floor(a, c, compare=False)
+        numpy_floor = read_floor(a, c, compare=True)
         found = [
             {"name": f["name"], "max_abs": f["max_abs"], "at": f["at"], "first": f["first"][0]}
             for f in results[0]["failed"]
@@ -191,6 +214,19 @@ def main() -> int:
                 f"{r['label']:32} {r['seconds']:7.2f} {r['wall']:7.2f} {r['gbps']:6.2f} "
                 f"{r['rss_mb']:12.0f} {r['maxrss_kib'] / 1024:13.0f}"
             )
+        print(
+            f"{'baseline: read both (warm)':32} {floor:7.2f} {'':>7} {size / floor / GB:6.2f}"
+            "   I/O floor, same run"
+        )
+        print(
+            f"{'baseline: read both + max|a-b|':32} {numpy_floor:7.2f} {'':>7} {size / numpy_floor / GB:6.2f}"
+            "   plain numpy, no stats"
+        )
+        warm_all = results[2]["seconds"]
+        print(
+            f"ratios (warm, every element differs): {warm_all / floor:.1f}x the I/O floor, "
+            f"{warm_all / numpy_floor:.1f}x the plain numpy compare"
+        )
         print(f"\nreport correct (just the perturbed pairs, values, offsets): {'yes' if correct else 'NO'}")
         if not correct:
             print(f"  expected {expected}\n  found    {found}")
