@@ -364,22 +364,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main_diff(argv: Sequence[str] | None = None) -> int:
-    """``diff-bin`` on its own (tests, ``python -m graphsurgeon.check.diff_bin``), with gsurg's exit codes
-    and one-line errors."""
-    parser = argparse.ArgumentParser(prog="gsurg diff-bin")
-    _configure(parser)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
-        return int(exc.code or 0)
-    try:
-        return run(args)
-    except GsurgError as err:
-        print(f"gsurg: error: {err}", file=sys.stderr)
-        return err.exit_code
-    except OSError as err:
-        print(f"gsurg: error: {err.filename or ''}: {err.strerror}", file=sys.stderr)
-        return 2
+    """``gsurg diff-bin`` on its own (tests, ``python -m graphsurgeon.check.diff_bin``): the CLI's own
+    entry, so exit codes and one-line errors are the same."""
+    from graphsurgeon.cli import main  # the CLI imports this module: import it only when called
+
+    return main(["diff-bin", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
