@@ -24,13 +24,15 @@ from typing import Any
 
 from graphsurgeon.check.diff_report import DiffReport, Endpoint, PairResult, render_md, render_text
 from graphsurgeon.check.diff_stats import CHUNK_ELEMS, MAX_CHUNK_ELEMS, Comparator, Tolerance
-from graphsurgeon.check.weight_map import Checkpoint, TransformError, is_checkpoint, load_map, storage_name
+from graphsurgeon.check.weight_map import load_map
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.chunked import ChunkReader, FileSource
 from graphsurgeon.formats.model_bin import WeightRecord, custom_layer_note, walk_bin
 from graphsurgeon.formats.param_bin import read_param_bin
 from graphsurgeon.formats.param_text import MAGIC, read_param_text
+from graphsurgeon.formats.safetensors import Checkpoint, is_checkpoint, storage_name
 from graphsurgeon.ir.graph import Graph
+from graphsurgeon.transforms import TransformError
 
 
 class DiffUsageError(GsurgError):

@@ -5,7 +5,7 @@ Chunks are read with ``os.preadv`` into buffers reused from chunk to chunk, neve
 (touched pages of a map count toward the resident set), and decoded to float32: fp16 by numpy, bf16 by
 shifting its bits into the high half of a float32, int8 and raw bytes as their integer values, and
 256-entry quantization tables by lookup. A ``ValueSource`` is what ``diff_stats.Comparator`` compares;
-``weight_map.TensorSource`` is the checkpoint side's.
+``formats.safetensors.TensorSource`` is the checkpoint side's.
 """
 
 from __future__ import annotations

@@ -1,0 +1,117 @@
+"""Tensor transforms for weights taken from a checkpoint: ``transpose``, ``reshape`` and
+``repeat_interleave`` (GQA key/value heads: every slice along ``axis`` repeated ``n`` times in place, never
+tiled). Each transform knows its output shape, applies itself to an array, and maps an output element back
+to its source element (so a difference can be located in the checkpoint file). Written in rule and map
+files as ``transpose`` (bare: 2-D) / ``{transpose: [axes]}``, ``{reshape: [shape]}`` (one -1 allowed) and
+``{repeat_interleave: {axis: A, n: N}}``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+class TransformError(ValueError):
+    """A transform that does not fit the tensor it is applied to."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transform:
+    kind: str  # "transpose" | "reshape" | "repeat_interleave"
+    dims: tuple[int, ...] | None = None  # transpose axes (None: 2-D) or reshape shape
+    axis: int = 0
+    n: int = 1
+
+    def describe(self) -> str:
+        if self.kind == "repeat_interleave":
+            return f"repeat_interleave(axis={self.axis}, n={self.n})"
+        return f"{self.kind}({'' if self.dims is None else list(self.dims)})"
+
+    def out_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape after this transform; TransformError when it does not fit ``shape``."""
+        if self.kind == "transpose":
+            return tuple(shape[i] for i in self._axes(shape))
+        if self.kind == "reshape":
+            assert self.dims is not None
+            known = math.prod(d for d in self.dims if d != -1)
+            total = math.prod(shape)
+            if -1 in self.dims:
+                if known == 0 or total % known:
+                    raise TransformError(
+                        f"{self.describe()} cannot hold the {total} elements of {list(shape)}"
+                    )
+                return tuple(total // known if d == -1 else d for d in self.dims)
+            if known != total:
+                raise TransformError(f"{self.describe()} has {known} elements but {list(shape)} has {total}")
+            return self.dims
+        ax = self._axis(shape)
+        return (*shape[:ax], shape[ax] * self.n, *shape[ax + 1 :])
+
+    def _axes(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if self.dims is None:
+            if len(shape) != 2:
+                raise TransformError(f"a bare transpose needs a 2-D tensor, not {list(shape)}")
+            return (1, 0)
+        axes = tuple(a + len(shape) if a < 0 else a for a in self.dims)
+        if sorted(axes) != list(range(len(shape))):
+            raise TransformError(f"{self.describe()} is not a permutation of the axes of {list(shape)}")
+        return axes
+
+    def _axis(self, shape: tuple[int, ...]) -> int:
+        if not -len(shape) <= self.axis < len(shape):
+            raise TransformError(f"{self.describe()}: axis out of range for {list(shape)}")
+        return self.axis % len(shape)
+
+    def apply(self, arr: np.ndarray) -> np.ndarray:
+        shape = self.out_shape(arr.shape)
+        if self.kind == "transpose":
+            return np.transpose(arr, self._axes(arr.shape))
+        if self.kind == "reshape":
+            return arr.reshape(shape)
+        return np.repeat(arr, self.n, axis=self._axis(arr.shape))
+
+    def source_coords(self, coords: list[int], in_shape: tuple[int, ...]) -> list[int]:
+        """Coordinates in the input of the element at ``coords`` in the output."""
+        if self.kind == "transpose":
+            src = [0] * len(in_shape)
+            for k, a in enumerate(self._axes(in_shape)):
+                src[a] = coords[k]
+            return src
+        if self.kind == "reshape":
+            flat = int(np.ravel_multi_index(tuple(coords), self.out_shape(in_shape)))
+            return [int(c) for c in np.unravel_index(flat, in_shape)]
+        ax = self._axis(in_shape)
+        return [c // self.n if k == ax else c for k, c in enumerate(coords)]
+
+
+def _int_list(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"{what} must be a list of ints, not {value!r}")
+    return tuple(value)
+
+
+def parse_transform(item: Any) -> Transform:
+    if item == "transpose":
+        return Transform("transpose")
+    if not isinstance(item, dict) or len(item) != 1:
+        raise ValueError(f"a transform is one of transpose, reshape, repeat_interleave, not {item!r}")
+    ((kind, arg),) = item.items()
+    if kind == "transpose":
+        return Transform("transpose", None if arg in (None, True) else _int_list(arg, "transpose axes"))
+    if kind == "reshape":
+        dims = _int_list(arg, "reshape shape")
+        if dims.count(-1) > 1 or any(d < -1 for d in dims):
+            raise ValueError(f"reshape shape {list(dims)} may hold one -1 and no other negative")
+        return Transform("reshape", dims)
+    if kind == "repeat_interleave":
+        if not isinstance(arg, dict) or set(arg) != {"axis", "n"}:
+            raise ValueError(f"repeat_interleave takes {{axis: A, n: N}}, not {arg!r}")
+        axis, n = arg["axis"], arg["n"]
+        if not (isinstance(axis, int) and isinstance(n, int)) or n < 1:
+            raise ValueError(f"repeat_interleave axis must be an int and n an int >= 1, not {arg!r}")
+        return Transform("repeat_interleave", axis=axis, n=n)
+    raise ValueError(f"unknown transform {kind!r} (known: transpose, reshape, repeat_interleave)")
