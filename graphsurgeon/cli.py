@@ -21,27 +21,17 @@ from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.atomic import AtomicGroup
 from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import WeightRecord, custom_layer_note, read_bin, write_bin
-from graphsurgeon.formats.param_bin import read_param_bin, write_param_bin
-from graphsurgeon.formats.param_text import MAGIC, read_param_text
+from graphsurgeon.formats.param_any import read_param
+from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.weights import Storage
+from graphsurgeon.rewrite.apply import explain_rule, parse_sets, run_apply, summary
+from graphsurgeon.rewrite.rulefile import json_schema as rules_json_schema
 from graphsurgeon.synth import synthesize_weights
-
-_BIN_MAGIC = MAGIC.to_bytes(4, "little")
 
 
 class UsageError(GsurgError):
     """Bad command-line use (exit 2)."""
-
-
-def read_param(path: str) -> Graph:
-    """Read a .param in either form, told apart by its first bytes."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read: {err.strerror}") from None
-    return read_param_bin(path) if head == _BIN_MAGIC else read_param_text(path)
 
 
 def _wants_binary(path: str, form: str) -> bool:
@@ -156,6 +146,24 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def cmd_apply(args: argparse.Namespace) -> int:
+    sets = parse_sets(args.set or [])
+    if args.explain:
+        print(explain_rule(args.rules, args.explain, args.input, args.bin, sets))
+        return 0
+    runs = run_apply(
+        args.rules, args.input, args.bin, sets, args.out, strict=args.strict, dry_run=args.dry_run
+    )
+    print(summary(runs))
+    print("dry run: nothing written" if args.dry_run else f"wrote {args.out or 'outputs.dir'}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(rules_json_schema())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gsurg", description="Declarative graph surgery for ncnn models (.param + .bin)."
@@ -204,6 +212,31 @@ def build_parser() -> argparse.ArgumentParser:
     lint.set_defaults(func=cmd_lint)
 
     add_diff_bin_parser(sub)
+
+    apply = sub.add_parser(
+        "apply",
+        help="run a rule file on a model (or the models it names)",
+        description="Load a YAML rule file, run each graph's rules in order (each to a fixed point, with "
+        "expected match counts), and write the results with their original file names into --out, with a "
+        "*.gsurg.json provenance sidecar.",
+    )
+    apply.add_argument("rules", help="the rule file (YAML)")
+    apply.add_argument("input", nargs="?", help="the model's .param, available to the rules as input 'model'")
+    apply.add_argument("--bin", help="the model's .bin")
+    apply.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a rule-file variable")
+    apply.add_argument("--out", help="output folder")
+    apply.add_argument(
+        "--strict", action="store_true", help="re-lint after every rule; stop at the first break"
+    )
+    apply.add_argument("--dry-run", action="store_true", help="run the rules, write nothing")
+    apply.add_argument(
+        "--explain", metavar="RULE", help="show every candidate layer of RULE and why it matched"
+    )
+    apply.set_defaults(func=cmd_apply)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of the rule-file language")
+    schema.add_argument("what", choices=["rules"])
+    schema.set_defaults(func=cmd_schema)
 
     synth = sub.add_parser(
         "synth-bin",

@@ -17,8 +17,7 @@ from graphsurgeon.check.findings import Finding, LintReport, error
 from graphsurgeon.check.shapes import known_shapes
 from graphsurgeon.errors import BinFormatError, GsurgError
 from graphsurgeon.formats.model_bin import WeightRecord, read_bin
-from graphsurgeon.formats.param_bin import read_param_bin
-from graphsurgeon.formats.param_text import MAGIC, read_param_text
+from graphsurgeon.formats.param_any import read_param
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.schema.catalog import load_catalog
 from graphsurgeon.schema.custom import with_custom
@@ -42,11 +41,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
 def read_for_lint(path: str, custom: list[str]) -> Graph:
     """Read a text .param leniently (or a .param.bin, which has no lenient form)."""
     catalog = with_custom(load_catalog(), custom) if custom else load_catalog()
-    with open(path, "rb") as fh:
-        head = fh.read(4)
-    if head == MAGIC.to_bytes(4, "little"):
-        return read_param_bin(path, catalog=catalog)
-    return read_param_text(path, catalog=catalog, strict=False)
+    return read_param(path, catalog=catalog, strict=False)
 
 
 def run_lint(path: str, options: LintOptions, custom: list[str] | None = None) -> LintReport:
@@ -70,17 +65,22 @@ def run_lint(path: str, options: LintOptions, custom: list[str] | None = None) -
         except BinFormatError as err:
             reason = str(err).split(": ", 1)[-1] if err.layer or err.offset is not None else str(err)
             walk_finding = error("bin-walk", reason, layer=err.layer, weight=err.slot, offset=err.offset)
-    ctx = LintContext(graph, options, known_shapes(graph))
-    for name, check in CHECKS:
-        report.checks_run.append(name)
-        report.findings.extend(_safely(name, check, ctx))
+    report.findings.extend(lint_graph(graph, options))
+    report.checks_run.extend(name for name, _ in CHECKS)
     if options.bin_path is not None:
         report.checks_run.append("bin")
         if walk_finding is not None:
             report.findings.append(walk_finding)
         elif records is not None:
+            ctx = LintContext(graph, options, {})
             report.findings.extend(_safely("weights", lambda c: check_weight_values(c, records), ctx))
     return report
+
+
+def lint_graph(graph: Graph, options: LintOptions | None = None) -> list[Finding]:
+    """The graph checks (no .bin) on a graph in memory: what ``apply --strict`` runs after every rule."""
+    ctx = LintContext(graph, options or LintOptions(), known_shapes(graph))
+    return [finding for name, check in CHECKS for finding in _safely(name, check, ctx)]
 
 
 def _safely(name: str, check: Check, ctx: LintContext) -> list[Finding]:

@@ -1,0 +1,92 @@
+"""Running a graph's rules: each rule to a fixed point (every layer it matches, once, until no new match
+appears, within an iteration cap), its ``expect`` checked against the layers it matched, optional
+re-lint after every rule (``--strict``), and a provenance record of which rule touched which layer."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from graphsurgeon.check.findings import Finding, Level
+from graphsurgeon.check.lint import lint_graph
+from graphsurgeon.errors import GsurgError
+from graphsurgeon.ir.graph import Graph
+from graphsurgeon.rewrite.actions import apply_action
+from graphsurgeon.rewrite.rulefile import GraphSpec, Rule
+from graphsurgeon.rewrite.select import best_partial, find
+
+MAX_ITERATIONS = 100
+
+
+class RuleFailed(GsurgError):
+    """A rule whose expectation failed, that did not converge, or that broke an invariant (exit 1)."""
+
+    exit_code = 1
+
+
+@dataclass
+class RuleOutcome:
+    rule: str
+    matches: int
+    iterations: int
+
+
+@dataclass
+class ApplyReport:
+    outcomes: list[RuleOutcome] = field(default_factory=list)
+    provenance: dict[str, list[str]] = field(default_factory=dict)  # layer name -> "rule: what it did"
+    types_before: Counter[str] = field(default_factory=Counter)
+    types_after: Counter[str] = field(default_factory=Counter)
+
+
+def _errors(findings: list[Finding]) -> set[tuple[str, str | None, str]]:
+    return {(f.check, f.layer, f.message) for f in findings if f.level is Level.ERROR}
+
+
+def run_rule(graph: Graph, rule: Rule, interface: set[str], report: ApplyReport) -> RuleOutcome:
+    done: set[int] = set()
+    iterations = 0
+    while True:
+        fresh = [layer for layer in find(graph, rule.match) if id(layer) not in done]
+        if not fresh:
+            break
+        iterations += 1
+        if iterations > MAX_ITERATIONS:
+            raise RuleFailed(f"rule {rule.name}: did not converge after {MAX_ITERATIONS} iterations")
+        for layer in fresh:
+            done.add(id(layer))
+            for action in rule.do:
+                what = apply_action(graph, layer, action, interface)
+                report.provenance.setdefault(layer.name, []).append(f"{rule.name}: {what}")
+    matched = len(done)
+    if not rule.expect.allows(matched):
+        partial = (
+            best_partial(graph, rule.match) if matched < (rule.expect.count or rule.expect.min or 0) else None
+        )
+        hint = f"; closest miss: layer {partial.layer.name} ({partial.reason})" if partial else ""
+        raise RuleFailed(
+            f"rule {rule.name}: matched {matched} layer(s), expected {rule.expect.describe()}{hint}"
+        )
+    return RuleOutcome(rule.name, matched, iterations)
+
+
+def apply_graph(graph: Graph, spec: GraphSpec, *, strict: bool = False) -> ApplyReport:
+    """Run ``spec``'s rules in order on ``graph`` (in place)."""
+    report = ApplyReport(types_before=Counter(layer.type for layer in graph.layers))
+    interface = set(spec.interface)
+    missing = sorted(name for name in interface if name not in graph.blobs)
+    if missing:
+        raise RuleFailed(f"interface blob(s) {missing} are not in the input graph")
+    baseline = _errors(lint_graph(graph)) if strict else set()
+    for rule in spec.rules:
+        report.outcomes.append(run_rule(graph, rule, interface, report))
+        gone = sorted(name for name in interface if name not in graph.blobs)
+        if gone:
+            raise RuleFailed(f"rule {rule.name}: removed interface blob(s) {gone}")
+        if strict:
+            new = _errors(lint_graph(graph)) - baseline
+            if new:
+                check, layer, message = sorted(new, key=str)[0]
+                raise RuleFailed(f"rule {rule.name} broke an invariant: [{check}] layer {layer}: {message}")
+    report.types_after = Counter(layer.type for layer in graph.layers)
+    return report

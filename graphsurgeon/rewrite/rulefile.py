@@ -1,0 +1,211 @@
+"""The rule-file language, as pydantic models: what ``gsurg apply`` reads and ``gsurg schema rules`` exports.
+
+A rule file declares variables (``${name}`` anywhere in a string; ``--set name=value`` overrides), the
+models it reads (param/bin pairs) and checkpoints, one or more graphs — each with an ``interface`` of blob
+names no rule may remove or rename (ncnn has no output list) and ordered rules — and where outputs go.
+Every rule says what it matches, what must hold (``where``), how many matches it expects (``expect``) and
+what it does. Validation errors name the YAML file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, load_located
+
+_SPECIFIC = {"value_error", "extra_forbidden", "missing", "literal_error", "string_pattern_mismatch"}
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+ParamValue = int | float | str | list[int] | list[float]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelInput(_Strict):
+    """A model the rules read: its .param and, when weights are rewritten or checked, its .bin."""
+
+    param: str
+    bin: str | None = None
+
+
+class CheckpointInput(_Strict):
+    """A safetensors checkpoint (single file or sharded ``*.safetensors.index.json``) weights come from."""
+
+    path: str
+
+
+class ParamTest(_Strict):
+    """A predicate on one param, by name: exactly one of the comparisons."""
+
+    eq: ParamValue | None = None
+    ne: ParamValue | None = None
+    lt: float | None = None
+    le: float | None = None
+    gt: float | None = None
+    ge: float | None = None
+    in_: list[ParamValue] | None = Field(default=None, alias="in")
+
+    @model_validator(mode="after")
+    def _one(self) -> ParamTest:
+        given = [k for k, v in self.__dict__.items() if v is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of eq, ne, lt, le, gt, ge, in (got {given or 'none'})")
+        return self
+
+
+class Selector(_Strict):
+    """Which layers a rule looks at: type, name regex, params by name, and what feeds or reads them."""
+
+    type: str | list[str] | None = None
+    name: str | None = Field(default=None, description="a regular expression the whole layer name must match")
+    params: dict[str, ParamValue | ParamTest] = Field(default_factory=dict)
+    producer: Selector | None = Field(default=None, description="the layer producing input 0")
+    consumer: Selector | None = Field(default=None, description="some layer reading output 0")
+
+
+class Expect(_Strict):
+    """How many matches a rule must find; a miss fails the run with the best partial match."""
+
+    count: int | None = Field(default=None, ge=0)
+    min: int | None = Field(default=None, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Expect:
+        if self.count is not None and (self.min is not None or self.max is not None):
+            raise ValueError("give count, or min and/or max, not both")
+        if self.count is None and self.min is None and self.max is None:
+            raise ValueError("give count, min or max")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is above max {self.max}")
+        return self
+
+    def allows(self, n: int) -> bool:
+        if self.count is not None:
+            return n == self.count
+        return (self.min is None or n >= self.min) and (self.max is None or n <= self.max)
+
+    def describe(self) -> str:
+        if self.count is not None:
+            return f"exactly {self.count}"
+        parts = [f"at least {self.min}"] if self.min is not None else []
+        parts += [f"at most {self.max}"] if self.max is not None else []
+        return " and ".join(parts)
+
+
+class SetAction(_Strict):
+    set: dict[str, ParamValue] = Field(description="params by name, typed by the layer catalog")
+
+
+class UnsetAction(_Strict):
+    unset: list[str]
+
+
+class RemoveAction(_Strict):
+    remove: Literal[True] = Field(
+        description="remove the layer, wiring its output to its input (1 in, 1 out)"
+    )
+
+
+class RenameAction(_Strict):
+    rename: str = Field(description="new layer name; {name} is the old one")
+
+
+Action = SetAction | UnsetAction | RemoveAction | RenameAction
+
+
+class Rule(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    match: Selector
+    expect: Expect
+    do: list[Action] = Field(min_length=1)
+
+
+class GraphSpec(_Strict):
+    input: str = Field(default="model", description="which entry of `inputs` this graph rewrites")
+    interface: list[str] = Field(default_factory=list, description="blob names no rule may remove or rename")
+    rules: list[Rule] = Field(default_factory=list)
+
+
+class Outputs(_Strict):
+    dir: str | None = Field(default=None, description="output folder (the command's --out wins)")
+
+
+class RuleFile(_Strict):
+    version: Literal[1]
+    name: str
+    description: str = ""
+    vars: dict[str, str | int | float] = Field(default_factory=dict)
+    inputs: dict[str, ModelInput] = Field(default_factory=dict)
+    checkpoints: dict[str, CheckpointInput] = Field(default_factory=dict)
+    graphs: dict[str, GraphSpec]
+    outputs: Outputs = Outputs()
+
+
+def json_schema() -> str:
+    """The JSON Schema editors use for completion (``gsurg schema rules``)."""
+    schema = RuleFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "gsurg rule file"
+    return json.dumps(schema, indent=2)
+
+
+def _substitute(value: Any, variables: dict[str, Any], src: LocatedYaml, loc: tuple[Any, ...]) -> Any:
+    """``${name}`` inside a string is replaced by the variable's text; a string that is exactly one
+    ``${name}`` takes the variable's own value, so numbers stay numbers."""
+    if isinstance(value, str):
+
+        def lookup(name: str) -> Any:
+            if name not in variables:
+                raise RuleFileError(
+                    f"{src.where(loc)}: unknown variable ${{{name}}} (define it in vars or --set)"
+                )
+            return variables[name]
+
+        whole = _VAR.fullmatch(value)
+        if whole is not None:
+            return lookup(whole.group(1))
+        return _VAR.sub(lambda m: str(lookup(m.group(1))), value)
+    if isinstance(value, dict):
+        return {k: _substitute(v, variables, src, (*loc, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, variables, src, (*loc, i)) for i, v in enumerate(value)]
+    return value
+
+
+def load_rule_file(path: str, overrides: dict[str, str] | None = None, text: str | None = None) -> RuleFile:
+    """Read, substitute variables in, and validate a rule file. Errors name ``file:line`` and what was
+    expected there."""
+    src = load_located(path, text)
+    if not isinstance(src.data, dict):
+        raise RuleFileError(f"{path}:1: a rule file is a YAML mapping (version, name, graphs, …)")
+    raw_vars = src.data.get("vars") or {}
+    if not isinstance(raw_vars, dict):
+        raise RuleFileError(f"{src.where(('vars',))}: vars is a mapping of name: value")
+    variables: dict[str, Any] = {str(k): v for k, v in raw_vars.items()}
+    unknown = set(overrides or {}) - set(variables)
+    if unknown:
+        raise RuleFileError(f"{path}: --set {sorted(unknown)[0]}: the rule file declares no such variable")
+    for key, text in (overrides or {}).items():  # --set values are typed as YAML scalars: 2048 is an int
+        variables[key] = yaml.safe_load(text) if text.strip() else text
+    data = {k: (v if k == "vars" else _substitute(v, variables, src, (k,))) for k, v in src.data.items()}
+    if overrides:
+        data["vars"] = variables
+    try:
+        return RuleFile.model_validate(data)
+    except ValidationError as err:
+        errors = err.errors()
+        # in a union, a validator's or schema's own complaint says more than "not an int"
+        specific = [e for e in errors if e["type"] in _SPECIFIC]
+        first = (specific or errors)[0]
+        loc = tuple(first["loc"])
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        raise RuleFileError(f"{src.where(loc)}: {field}: {first['msg']}") from None

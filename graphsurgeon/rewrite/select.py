@@ -1,0 +1,112 @@
+"""Selector matching: which layers a rule's ``match`` picks, and, for ``--explain``, why each candidate
+did or did not match (the first test it failed)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from graphsurgeon.errors import GsurgError
+from graphsurgeon.ir.graph import Graph, Layer
+from graphsurgeon.ir.params import to_f32
+from graphsurgeon.rewrite.rulefile import ParamTest, Selector
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    layer: Layer
+    matched: bool
+    reason: str  # why not, or "matched"
+
+
+def _same(actual: Any, wanted: Any) -> bool:
+    if isinstance(wanted, list) or isinstance(actual, list | tuple):
+        if not isinstance(wanted, list) or not isinstance(actual, list | tuple) or len(actual) != len(wanted):
+            return False
+        return all(_same(a, w) for a, w in zip(actual, wanted, strict=True))
+    if isinstance(wanted, float) or isinstance(actual, float):
+        try:
+            return to_f32(float(actual)) == to_f32(float(wanted))
+        except (TypeError, ValueError):
+            return False
+    return bool(actual == wanted)
+
+
+def _param_ok(actual: Any, test: Any) -> bool:
+    if not isinstance(test, ParamTest):
+        return _same(actual, test)
+    if test.eq is not None:
+        return _same(actual, test.eq)
+    if test.ne is not None:
+        return not _same(actual, test.ne)
+    if test.in_ is not None:
+        return any(_same(actual, v) for v in test.in_)
+    bounds = [("lt", test.lt, float.__lt__), ("le", test.le, float.__le__)]
+    bounds += [("gt", test.gt, float.__gt__), ("ge", test.ge, float.__ge__)]
+    for _, bound, cmp in bounds:
+        if bound is not None:
+            return isinstance(actual, int | float) and cmp(float(actual), float(bound))
+    return False
+
+
+def judge(layer: Layer, sel: Selector) -> str | None:
+    """None when ``layer`` matches ``sel``, else the first reason it does not."""
+    types = [sel.type] if isinstance(sel.type, str) else sel.type
+    if types is not None and layer.type not in types:
+        return f"type {layer.type} is not {' or '.join(types)}"
+    if sel.name is not None and re.fullmatch(sel.name, layer.name) is None:
+        return f"name {layer.name!r} does not match /{sel.name}/"
+    for name, test in sel.params.items():
+        spec = layer.spec
+        if spec is None or not spec.has_param(name):
+            return f"{layer.type} has no param {name!r}"
+        try:
+            actual = layer.get(name)
+        except GsurgError as err:
+            return f"param {name} cannot be read: {err}"
+        if not _param_ok(actual, test):
+            return f"param {name} is {actual!r}, wanted {_describe(test)}"
+    if sel.producer is not None:
+        producer = layer.inputs[0].producer if layer.inputs else None
+        if producer is None:
+            return "input 0 has no producer"
+        why = judge(producer, sel.producer)
+        if why is not None:
+            return f"producer {producer.name}: {why}"
+    if sel.consumer is not None:
+        readers = list(dict.fromkeys(layer.outputs[0].consumers)) if layer.outputs else []
+        reasons = [judge(r, sel.consumer) for r in readers]
+        if not any(r is None for r in reasons):
+            return "no consumer of output 0 matches" + (f" ({reasons[0]})" if reasons else "")
+    return None
+
+
+def _describe(test: Any) -> str:
+    if isinstance(test, ParamTest):
+        key, value = next((k, v) for k, v in test.__dict__.items() if v is not None)
+        return f"{key.rstrip('_')} {value!r}"
+    return repr(test)
+
+
+def find(graph: Graph, sel: Selector) -> list[Layer]:
+    return [layer for layer in graph.layers if judge(layer, sel) is None]
+
+
+def explain(graph: Graph, sel: Selector) -> list[Verdict]:
+    """Every layer with its verdict (what ``--explain RULE`` prints)."""
+    out = []
+    for layer in graph.layers:
+        why = judge(layer, sel)
+        out.append(Verdict(layer, why is None, why or "matched"))
+    return out
+
+
+def best_partial(graph: Graph, sel: Selector) -> Verdict | None:
+    """The non-matching layer that got furthest (same type first), for a failed ``expect``."""
+    verdicts = [v for v in explain(graph, sel) if not v.matched]
+    if not verdicts:
+        return None
+    typed = [v for v in verdicts if not v.reason.startswith("type ")]
+    named = [v for v in typed if not v.reason.startswith("name ")]
+    return (named or typed or verdicts)[0]

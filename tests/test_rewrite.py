@@ -1,0 +1,202 @@
+"""The rule-file language, selectors, actions and the apply driver (rewrite-engine issue, items 1-3, 6, 7)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from graphsurgeon.cli import main
+from graphsurgeon.rewrite.rulefile import load_rule_file
+from graphsurgeon.rewrite.yaml_source import RuleFileError
+from tests.conftest import CORPUS
+
+PROJ = CORPUS / "llm" / "qwen3_0.6b_proj_out.ncnn.param"
+CHAIN = (
+    "7767517\n5 5\nInput in 0 1 x 0=8\nReLU a 1 1 x y\nNoop n 1 1 y z\nSigmoid s 1 1 z w\nTanH t 1 1 w out\n"
+)
+
+GEMM_RULES = """\
+version: 1
+name: dynamic-gemm-m
+vars:
+  width: 1024
+graphs:
+  main:
+    interface: [in0, out0]
+    rules:
+      - name: free-gemm-m
+        match: {type: Gemm, params: {constantA: 0, constantM: {ne: 0}, constantK: "${width}"}}
+        expect: {count: 1}
+        do:
+          - set: {constantM: 0}
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def err_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_apply_sets_a_param_and_records_provenance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = write(tmp_path, "r.yaml", GEMM_RULES)
+    out = tmp_path / "out"
+    assert main(["apply", str(rules), str(PROJ), "--out", str(out)]) == 0
+    text = (out / PROJ.name).read_text()
+    assert "Gemm gemm_0 1 1 in0 out0 2=0 3=1 4=0 5=1 6=1 7=0 8=151936 9=1024 10=-1" in text
+    sidecar = json.loads((out / "qwen3_0.6b_proj_out.ncnn.gsurg.json").read_text())
+    assert sidecar["layers"] == {"gemm_0": ["free-gemm-m: set constantM=0"]}
+    assert sidecar["rules"] == [{"rule": "free-gemm-m", "matches": 1, "iterations": 1}]
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(["apply", str(rules), str(PROJ), "--out", str(out)]) == 0
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first, "applying twice is byte-identical"
+    assert PROJ.read_text().count("7=1") == 1, "the input is untouched"
+
+
+def test_variables_are_typed_and_overridable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rules = write(tmp_path, "r.yaml", GEMM_RULES)
+    assert main(["apply", str(rules), str(PROJ), "--out", str(tmp_path / "o"), "--set", "width=2048"]) == 1
+    line = err_line(capsys)
+    assert line == (
+        "gsurg: error: rule free-gemm-m: matched 0 layer(s), expected exactly 1; "
+        "closest miss: layer gemm_0 (param constantK is 1024, wanted 2048)"
+    )
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+    assert main(["apply", str(rules), str(PROJ), "--out", str(tmp_path / "o"), "--set", "nope=1"]) == 2
+    assert "declares no such variable" in err_line(capsys)
+
+
+def test_explain_lists_every_candidate_and_why(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rules = write(tmp_path, "r.yaml", GEMM_RULES.replace("constantM: {ne: 0}", "constantM: {ne: 1}"))
+    assert main(["apply", str(rules), str(PROJ), "--explain", "free-gemm-m"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "rule free-gemm-m on graph main (exactly 1 expected):",
+        "  no    Input in0: type Input is not Gemm",
+        "  no    Gemm gemm_0: param constantM is 1, wanted ne 1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        (
+            GEMM_RULES.replace("expect: {count: 1}", "expect: {cuont: 1}"),
+            ":11:",
+            "Extra inputs are not permitted",
+        ),
+        (GEMM_RULES.replace("version: 1", "version: 2"), ":1:", "version"),
+        (GEMM_RULES.replace('"${width}"', '"${wdth}"'), ":10:", "unknown variable ${wdth}"),
+        (GEMM_RULES.replace("{count: 1}", "{count: 1, min: 1}"), ":11:", "give count, or min and/or max"),
+        (GEMM_RULES.replace("- set: {constantM: 0}", "- sett: {constantM: 0}"), ":13:", "do.0"),
+        (GEMM_RULES.replace("name: free-gemm-m", "name: free gemm"), ":9:", "String should match pattern"),
+        (GEMM_RULES + "  bad: [\n", ":", "not valid YAML"),
+        (GEMM_RULES.replace("constantM: {ne: 0}", "constantM: {ne: 0, eq: 1}"), ":10:", "exactly one of"),
+    ],
+)
+def test_rule_file_errors_name_file_line_and_expectation(
+    text: str, where: str, what: str, tmp_path: Path
+) -> None:
+    path = write(tmp_path, "r.yaml", text)
+    with pytest.raises(RuleFileError) as info:
+        load_rule_file(str(path))
+    message = str(info.value)
+    assert message.startswith(f"{path}{where}"), message
+    assert what in message
+
+
+def test_schema_command_prints_the_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", "rules"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["title"] == "gsurg rule file"
+    assert {"version", "name", "graphs", "vars", "inputs"} <= set(schema["properties"])
+    assert "Rule" in schema["$defs"] and "Selector" in schema["$defs"]
+
+
+def test_remove_rewires_readers_and_interface_blobs_are_protected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ngraphs:\n  main:\n    interface: [x, out]\n    rules:\n"
+        "      - name: drop-noop\n        match: {type: Noop}\n        expect: {count: 1}\n"
+        "        do: [{remove: true}]\n",
+    )
+    out = tmp_path / "out"
+    assert main(["apply", str(rules), str(model), "--out", str(out)]) == 0
+    assert "Sigmoid s 1 1 y w" in (out / "m.param").read_text()
+    protected = rules.read_text().replace("interface: [x, out]", "interface: [x, z, out]")
+    write(tmp_path, "r2.yaml", protected)
+    assert main(["apply", str(tmp_path / "r2.yaml"), str(model), "--out", str(tmp_path / "o2")]) == 2
+    assert "would remove interface blob 'z'" in err_line(capsys)
+
+
+def test_a_rule_touches_each_layer_once_and_counts_distinct_layers(tmp_path: Path) -> None:
+    model = write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ngraphs:\n  main:\n    rules:\n"
+        "      - name: rename-all\n        match: {name: '[a-z]'}\n        expect: {count: 4}\n"
+        "        do: [{rename: 'x_{name}'}]\n",
+    )
+    assert main(["apply", str(rules), str(model), "--out", str(tmp_path / "o")]) == 0
+    names = [line.split()[1] for line in (tmp_path / "o" / "m.param").read_text().splitlines()[2:]]
+    assert names == ["in", "x_a", "x_n", "x_s", "x_t"]  # "in" has two letters: /[a-z]/ needs a full match
+
+
+def test_strict_stops_at_the_first_rule_that_breaks_an_invariant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = "7767517\n3 3\nInput in 0 1 x 0=8 1=4\nReLU r 1 1 x a\nSoftmax sm 1 1 a out 0=0\n"
+    model = write(tmp_path, "m.param", text)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ngraphs:\n  main:\n    rules:\n"
+        "      - name: leaky\n        match: {type: ReLU}\n        expect: {count: 1}\n"
+        "        do: [{set: {slope: 0.5}}]\n"
+        "      - name: softmax-rows\n        match: {type: Softmax}\n        expect: {count: 1}\n"
+        "        do: [{set: {axis: 1}}]\n",
+    )
+    assert main(["apply", str(rules), str(model), "--out", str(tmp_path / "o")]) == 0  # not strict: written
+    assert main(["apply", str(rules), str(model), "--out", str(tmp_path / "o2"), "--strict"]) == 1
+    line = err_line(capsys)
+    assert line.startswith("gsurg: error: rule softmax-rows broke an invariant: [softmax-fixbug] layer sm:")
+    assert not (tmp_path / "o2").exists() or not any((tmp_path / "o2").iterdir())
+
+
+def test_dry_run_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rules = write(tmp_path, "r.yaml", GEMM_RULES)
+    assert main(["apply", str(rules), str(PROJ), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "rule free-gemm-m: 1 match(es)" in out and "dry run: nothing written" in out
+    assert not (tmp_path / "o").exists()
+
+
+def test_unchanged_weights_pass_through_apply_byte_for_byte(tmp_path: Path) -> None:
+    param = CORPUS / "ncnn-assets" / "squeezenet_v1.1.param"
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ngraphs:\n  main:\n    interface: [data, prob]\n    rules:\n"
+        "      - name: tag\n        match: {type: Softmax}\n        expect: {count: 1}\n"
+        "        do: [{rename: '{name}_out'}]\n",
+    )
+    out = tmp_path / "o"
+    argv = ["apply", str(rules), str(param), "--bin", str(param.with_suffix(".bin")), "--out", str(out)]
+    assert main(argv) == 0
+    assert (out / "squeezenet_v1.1.bin").read_bytes() == param.with_suffix(".bin").read_bytes()
+    assert "Softmax prob_out " in (out / "squeezenet_v1.1.param").read_text()
