@@ -3,17 +3,39 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Graph, Layer
-from graphsurgeon.rewrite.rulefile import Action, RemoveAction, RenameAction, SetAction, UnsetAction
+from graphsurgeon.layout import TorchLayout, torch_dim_to_ncnn_axis
+from graphsurgeon.rewrite.rulefile import (
+    Action,
+    AxisAction,
+    RemoveAction,
+    RenameAction,
+    SetAction,
+    UnsetAction,
+    WeightAction,
+)
 
 
 class ActionError(GsurgError):
     """An action that cannot be applied to a matched layer; names the rule and the layer."""
 
 
-def apply_action(graph: Graph, layer: Layer, action: Action, interface: set[str]) -> str:
+@dataclass
+class ActionContext:
+    """What actions may need beyond the layer: the protected blobs, the match's captures, checkpoints."""
+
+    interface: set[str]
+    captures: dict[str, str] = field(default_factory=dict)
+    checkpoints: dict[str, Any] = field(default_factory=dict)  # name -> formats.safetensors.Checkpoint
+
+
+def apply_action(graph: Graph, layer: Layer, action: Action, ctx: ActionContext) -> str:
     """Apply one action; returns a one-line description for the provenance record."""
+    interface = ctx.interface
     if isinstance(action, SetAction):
         for name, value in action.set.items():
             layer.set(name, value)
@@ -28,6 +50,15 @@ def apply_action(graph: Graph, layer: Layer, action: Action, interface: set[str]
         return f"renamed from {old}"
     if isinstance(action, RemoveAction):
         return _remove_passthrough(graph, layer, interface)
+    if isinstance(action, AxisAction):
+        spec = action.axis_from_torch
+        axis = torch_dim_to_ncnn_axis(spec.dim, TorchLayout(spec.rank, spec.batch))
+        layer.set(spec.param, axis)
+        return f"{spec.param}={axis} from torch dim {spec.dim} (rank {spec.rank}, batch {spec.batch})"
+    if isinstance(action, WeightAction):
+        from graphsurgeon.rewrite.weight_ops import apply_weight_op  # weights are the heavier dependency
+
+        return apply_weight_op(graph, layer, action.weight, ctx.captures, ctx.checkpoints)
     raise ActionError(f"unknown action {action!r}")
 
 

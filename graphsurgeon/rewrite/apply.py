@@ -15,6 +15,7 @@ from graphsurgeon.formats.atomic import AtomicGroup, atomic_write_bytes
 from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import read_bin, write_bin
 from graphsurgeon.formats.param_any import read_param
+from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.rewrite.driver import ApplyReport, apply_graph, run_rule
 from graphsurgeon.rewrite.rulefile import ModelInput, RuleFile, load_rule_file
@@ -63,6 +64,7 @@ def explain_rule(
     """Run the rules before ``rule_name`` and list every candidate layer's verdict for it."""
     rf = load_rule_file(rule_path, sets)
     inputs = _inputs(rf, param, bin_path)
+    checkpoints = {name: Checkpoint(c.path) for name, c in rf.checkpoints.items()}
     for gname, spec in rf.graphs.items():
         names = [r.name for r in spec.rules]
         if rule_name not in names:
@@ -76,7 +78,7 @@ def explain_rule(
                     mark = "MATCH" if v.matched else "no   "
                     lines.append(f"  {mark} {v.layer.type} {v.layer.name}: {v.reason}")
                 return "\n".join(lines)
-            run_rule(graph, rule, set(spec.interface), report)
+            run_rule(graph, rule, set(spec.interface), report, checkpoints)
     raise GsurgError(f"{rule_path}: no rule named {rule_name!r}")
 
 
@@ -99,11 +101,12 @@ def run_apply(
 ) -> list[GraphRun]:
     rf = load_rule_file(rule_path, sets)
     inputs = _inputs(rf, param, bin_path)
+    checkpoints = {name: Checkpoint(c.path) for name, c in rf.checkpoints.items()}
     runs = []
     for gname, spec in rf.graphs.items():
         source = _source(inputs, gname, spec.input)
         graph = _load(source)
-        report = apply_graph(graph, spec, strict=strict)
+        report = apply_graph(graph, spec, strict=strict, checkpoints=checkpoints)
         before = os.path.getsize(source.bin) if source.bin else None
         runs.append(GraphRun(gname, source, graph, report, before, None))
     if dry_run:

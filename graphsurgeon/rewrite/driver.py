@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from graphsurgeon.check.findings import Finding, Level
 from graphsurgeon.check.lint import lint_graph
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Graph
-from graphsurgeon.rewrite.actions import apply_action
+from graphsurgeon.rewrite.actions import ActionContext, apply_action
 from graphsurgeon.rewrite.rulefile import GraphSpec, Rule
-from graphsurgeon.rewrite.select import best_partial, find
+from graphsurgeon.rewrite.select import best_partial, captures, find
 
 MAX_ITERATIONS = 100
 
@@ -43,7 +44,13 @@ def _errors(findings: list[Finding]) -> set[tuple[str, str | None, str]]:
     return {(f.check, f.layer, f.message) for f in findings if f.level is Level.ERROR}
 
 
-def run_rule(graph: Graph, rule: Rule, interface: set[str], report: ApplyReport) -> RuleOutcome:
+def run_rule(
+    graph: Graph,
+    rule: Rule,
+    interface: set[str],
+    report: ApplyReport,
+    checkpoints: dict[str, Any] | None = None,
+) -> RuleOutcome:
     done: set[int] = set()
     iterations = 0
     while True:
@@ -55,8 +62,9 @@ def run_rule(graph: Graph, rule: Rule, interface: set[str], report: ApplyReport)
             raise RuleFailed(f"rule {rule.name}: did not converge after {MAX_ITERATIONS} iterations")
         for layer in fresh:
             done.add(id(layer))
+            ctx = ActionContext(interface, captures(layer, rule.match), checkpoints or {})
             for action in rule.do:
-                what = apply_action(graph, layer, action, interface)
+                what = apply_action(graph, layer, action, ctx)
                 report.provenance.setdefault(layer.name, []).append(f"{rule.name}: {what}")
     matched = len(done)
     if not rule.expect.allows(matched):
@@ -70,7 +78,9 @@ def run_rule(graph: Graph, rule: Rule, interface: set[str], report: ApplyReport)
     return RuleOutcome(rule.name, matched, iterations)
 
 
-def apply_graph(graph: Graph, spec: GraphSpec, *, strict: bool = False) -> ApplyReport:
+def apply_graph(
+    graph: Graph, spec: GraphSpec, *, strict: bool = False, checkpoints: dict[str, Any] | None = None
+) -> ApplyReport:
     """Run ``spec``'s rules in order on ``graph`` (in place)."""
     report = ApplyReport(types_before=Counter(layer.type for layer in graph.layers))
     interface = set(spec.interface)
@@ -79,7 +89,7 @@ def apply_graph(graph: Graph, spec: GraphSpec, *, strict: bool = False) -> Apply
         raise RuleFailed(f"interface blob(s) {missing} are not in the input graph")
     baseline = _errors(lint_graph(graph)) if strict else set()
     for rule in spec.rules:
-        report.outcomes.append(run_rule(graph, rule, interface, report))
+        report.outcomes.append(run_rule(graph, rule, interface, report, checkpoints))
         gone = sorted(name for name in interface if name not in graph.blobs)
         if gone:
             raise RuleFailed(f"rule {rule.name}: removed interface blob(s) {gone}")

@@ -118,7 +118,39 @@ class RenameAction(_Strict):
     rename: str = Field(description="new layer name; {name} is the old one")
 
 
-Action = SetAction | UnsetAction | RemoveAction | RenameAction
+class WeightOp(_Strict):
+    """Replace or transform one weight slot of the matched layer. ``from`` names a checkpoint tensor; its
+    ``{capture}`` fields are filled from the match (named groups of the ``name`` regex, pattern captures).
+    Without ``from`` the slot's current data is transformed. Transforms apply in order; the result is
+    stored as ``storage`` (default fp32 for tagged slots). Nothing is read until the .bin is written."""
+
+    slot: str
+    from_: str | None = Field(default=None, alias="from", description="checkpoint tensor name template")
+    checkpoint: str | None = Field(default=None, description="entry of `checkpoints` (default: the only one)")
+    transforms: list[Any] = Field(default_factory=list, description="transpose, reshape, repeat_interleave")
+    scale: float | None = None
+    storage: Literal["fp32", "fp16", "bf16"] | None = None
+
+
+class WeightAction(_Strict):
+    weight: WeightOp
+
+
+class AxisFromTorch(_Strict):
+    """Set an axis param from a PyTorch dim, converted by graphsurgeon.layout for the tensor's torch rank
+    and batch dim (``batch: null`` when the tensor has none)."""
+
+    param: str = "axis"
+    dim: int
+    rank: int = Field(ge=1, le=5)
+    batch: int | None = 0
+
+
+class AxisAction(_Strict):
+    axis_from_torch: AxisFromTorch
+
+
+Action = SetAction | UnsetAction | RemoveAction | RenameAction | WeightAction | AxisAction
 
 
 class Rule(_Strict):

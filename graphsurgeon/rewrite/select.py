@@ -110,3 +110,11 @@ def best_partial(graph: Graph, sel: Selector) -> Verdict | None:
     typed = [v for v in verdicts if not v.reason.startswith("type ")]
     named = [v for v in typed if not v.reason.startswith("name ")]
     return (named or typed or verdicts)[0]
+
+
+def captures(layer: Layer, sel: Selector) -> dict[str, str]:
+    """Named groups of the selector's name regex, e.g. ``layers\\.(?P<i>\\d+)\\.`` gives ``{"i": "3"}``."""
+    if sel.name is None:
+        return {}
+    match = re.fullmatch(sel.name, layer.name)
+    return {k: v for k, v in match.groupdict().items() if v is not None} if match else {}
