@@ -34,6 +34,7 @@ Typical use, two graphs side by side (e.g. before and after a rewrite; the .bin 
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -190,7 +191,9 @@ def inspect_decoder(
             if layer in attention and slot >= n - 2:
                 kind: Literal["k", "v"] = "k" if slot == n - 2 else "v"
                 if len(layer.outputs) != 3:
-                    raise KVHarnessError(f"{where}: {layer.name} has 7=1 but {len(layer.outputs)} tops, not 3")
+                    raise KVHarnessError(
+                        f"{where}: {layer.name} has 7=1 but {len(layer.outputs)} tops, not 3"
+                    )
                 out = layer.outputs[1 if kind == "k" else 2].name
                 if name in cache_of:
                     raise KVHarnessError(f"{where}: cache input {name!r} is read by two attention slots")
@@ -322,7 +325,7 @@ def _as_rows(hidden: np.ndarray, width: int | None, what: str) -> np.ndarray:
 
 
 def _mat_2d(arr: np.ndarray) -> ncnn.Mat:
-    """A freshly allocated 2D Mat ``h=rows, w=cols`` holding a copy of ``arr`` (never wrapped numpy memory)."""
+    """A freshly allocated 2D Mat ``h=rows, w=cols`` holding a copy of ``arr`` (never wraps numpy memory)."""
     rows, cols = arr.shape
     mat = ncnn.Mat(cols, rows)
     np.asarray(mat)[...] = arr
@@ -554,7 +557,9 @@ class KVSession:
                 for name, mat in mats.items():
                     self._check(ex.input(name, mat), "ex.input", name)
                 for slot in sig.caches:  # an empty Mat means past length 0
-                    self._check(ex.input(slot.input, self._caches.get(slot.input, ncnn.Mat())), "ex.input", slot.input)
+                    self._check(
+                        ex.input(slot.input, self._caches.get(slot.input, ncnn.Mat())), "ex.input", slot.input
+                    )
                 ret, out = ex.extract(sig.output)
                 self._check(ret, "ex.extract", sig.output)
                 result = np.array(out, dtype=np.float32)
@@ -564,7 +569,9 @@ class KVSession:
                     new[slot.input] = mat
             expected = (t, sig.hidden_size) if sig.hidden_size else (t, result.shape[-1])
             if result.shape != expected:
-                raise KVHarnessError(f"{decoder.param}: {sig.output!r} is {result.shape}, expected {expected}")
+                raise KVHarnessError(
+                    f"{decoder.param}: {sig.output!r} is {result.shape}, expected {expected}"
+                )
             for slot in sig.caches:
                 mat = new[slot.input]
                 if mat.dims != 3 or mat.h != self._position + t:
@@ -598,9 +605,12 @@ class KVSession:
 
     def close(self) -> None:
         """Release the cache Mats, then the allocator they came from (the order ncnn requires)."""
-        self._caches.clear()
-        if self._allocator is not None:
-            self._allocator.clear()
+        caches: dict[str, ncnn.Mat] | None = getattr(self, "_caches", None)
+        if caches is not None:
+            caches.clear()
+        allocator: ncnn.UnlockedPoolAllocator | None = getattr(self, "_allocator", None)
+        if allocator is not None:
+            allocator.clear()
             self._allocator = None
 
     def __enter__(self) -> KVSession:
@@ -644,7 +654,7 @@ def _chunks(hidden: np.ndarray, schedule: Sequence[int]) -> list[np.ndarray]:
     if any(n < 1 for n in schedule) or sum(schedule) != x.shape[0]:
         raise ValueError(f"schedule {list(schedule)} must be positive and sum to {x.shape[0]} tokens")
     bounds = np.cumsum([0, *schedule])
-    return [x[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [x[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def lockstep(

@@ -66,8 +66,31 @@ _TERMINAL_NAMES = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """A ``%name`` value in a rule pattern."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnyValue:
+    """A ``*`` value in a rule pattern: the param must be present, with any value."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayPattern:
+    """An array value in a rule pattern whose elements may be captures or ``*``."""
+
+    elements: tuple[Any, ...]
+
+
+def _is_placeholder(item: str) -> bool:
+    return item == "*" or item.startswith("%")
+
+
 @dataclass(slots=True)
-class _LayerLine:
+class LayerLine:
     type: str
     name: str
     bottoms: list[str]
@@ -82,6 +105,21 @@ class _ToRecords(Transformer[Token, Any]):
     def __init__(self) -> None:
         super().__init__()
         self.rep = Reporter()
+        self.patterns = False  # True while parsing a rule pattern: %captures and * are values there
+
+    def capture_value(self, children: list[Token]) -> Any:
+        (tok,) = children
+        if not self.patterns:
+            self.rep.problem("pattern-value", f"{tok} is a rule-pattern capture, not an ncnn value", tok)
+            return Param(ValueType.STRING, str(tok))
+        return Capture(str(tok)[1:])
+
+    def any_value(self, children: list[Token]) -> Any:
+        (tok,) = children
+        if not self.patterns:
+            self.rep.problem("pattern-value", "* is a rule-pattern wildcard, not an ncnn value", tok)
+            return Param(ValueType.STRING, "*")
+        return AnyValue()
 
     def int_value(self, children: list[Token]) -> Param:
         (tok,) = children
@@ -112,9 +150,11 @@ class _ToRecords(Transformer[Token, Any]):
             check_len(self.rep, item, MAX_VALUE_TOKEN, "array element", tok)
         return RawArray(items, tok, str(tok).endswith(","))
 
-    def param(self, children: list[Any]) -> tuple[int, Param] | None:
+    def param(self, children: list[Any]) -> tuple[int, Any] | None:
         key, value = children
         key_id = int(str(key)[:-1])
+        if isinstance(value, RawArray) and any(_is_placeholder(i) for i in value.items):
+            return self._array_pattern(key, key_id, value)
         if key_id <= OLD_ARRAY_BASE:
             return old_array(self.rep, key_id, value, key)
         if not 0 <= key_id <= MAX_PARAM_ID:
@@ -126,7 +166,28 @@ class _ToRecords(Transformer[Token, Any]):
             return key_id, natural_array(self.rep, key_id, value)
         return key_id, value
 
-    def layer(self, children: list[Any]) -> _LayerLine:
+    def _array_pattern(self, key: Token, key_id: int, raw: RawArray) -> tuple[int, Any] | None:
+        if not self.patterns:
+            self.rep.problem(
+                "pattern-value", "%captures and * in arrays belong only in rule patterns", raw.token
+            )
+            return None
+        items = raw.items
+        if key_id <= OLD_ARRAY_BASE:
+            if _is_placeholder(items[0]) or int(items[0]) != len(items) - 1:
+                raise Fail(f"old-style array {key_id}: the length must be the element count", raw.token)
+            key_id, items = -(key_id - OLD_ARRAY_BASE), items[1:]
+        elements: list[Any] = []
+        for item in items:
+            if item == "*":
+                elements.append(AnyValue())
+            elif item.startswith("%"):
+                elements.append(Capture(item[1:]))
+            else:
+                elements.append(float(item) if ("." in item or "e" in item.lower()) else int(item))
+        return key_id, ArrayPattern(tuple(elements))
+
+    def layer(self, children: list[Any]) -> LayerLine:
         type_tok, name_tok, nb_tok, nt_tok = children[:4]
         names: list[Token] = []
         params: dict[int, Param] = {}
@@ -151,18 +212,28 @@ class _ToRecords(Transformer[Token, Any]):
         bottoms = [str(t) for t in names[:n_bottom]]
         tops = [str(t) for t in names[n_bottom:]]
         self.rep.attribute(type_tok.line or 0, str(name_tok))
-        return _LayerLine(str(type_tok), str(name_tok), bottoms, tops, params, type_tok.line or 0)
+        return LayerLine(str(type_tok), str(name_tok), bottoms, tops, params, type_tok.line or 0)
 
-    def start(self, children: list[Any]) -> tuple[list[Token], list[_LayerLine]]:
+    def start(self, children: list[Any]) -> tuple[list[Token], list[LayerLine]]:
         header = [c for c in children[:3]]
         return header, list(children[3:])
+
+    def pattern(self, children: list[Any]) -> list[LayerLine]:
+        return list(children)
 
 
 @lru_cache(maxsize=1)
 def _parser() -> tuple[Lark, _ToRecords]:
     grammar = (resource_dir("grammars") / "ncnn_param.lark").read_text(encoding="utf-8")
     records = _ToRecords()
-    lark = Lark(grammar, parser="lalr", lexer="contextual", transformer=records, maybe_placeholders=False)
+    lark = Lark(
+        grammar,
+        parser="lalr",
+        lexer="contextual",
+        transformer=records,
+        maybe_placeholders=False,
+        start=["start", "pattern"],
+    )
     return lark, records
 
 
@@ -201,10 +272,11 @@ def parse_param_text(
     """
     lark, records_tf = _parser()
     rep = records_tf.rep = Reporter(strict=strict)
+    records_tf.patterns = False
     collecting = gc.isenabled()
     gc.disable()  # the parse allocates millions of short-lived objects and no cycles: ~20% faster
     try:
-        header, records = cast(tuple[list[Token], list[_LayerLine]], lark.parse(text))
+        header, records = cast(tuple[list[Token], list[LayerLine]], lark.parse(text, start="start"))
     except Fail as fail:
         raise ParamSyntaxError(
             fail.message, path=path, line=fail.token.line or 0, column=fail.token.column or 0
@@ -286,7 +358,7 @@ def parse_param_text(
     return graph
 
 
-def _build(graph: Graph, records: list[_LayerLine], path: str, problem: Any) -> None:
+def _build(graph: Graph, records: list[LayerLine], path: str, problem: Any) -> None:
     """Add the layers in file order. A top that repeats a name, or that defines a name a layer already read,
     takes a fresh slot in ncnn while lookups keep finding the first; lenient mode mirrors that by giving the
     late top a distinct name (``name#2``)."""
@@ -352,3 +424,23 @@ def read_param_text(
             column=1,
         ) from None
     return parse_param_text(text, path=name, catalog=catalog, strict=strict)
+
+
+def parse_pattern_lines(text: str, *, path: str = "<pattern>", first_line: int = 1) -> list[LayerLine]:
+    """Parse a rule pattern (layer lines, no header) with the same grammar; values may be ``%capture`` or
+    ``*``. ``first_line`` shifts reported lines to the pattern's place in its rule file."""
+    lark, records_tf = _parser()
+    records_tf.rep = Reporter(strict=True)
+    records_tf.patterns = True
+    try:
+        return cast(list[LayerLine], lark.parse(text, start="pattern"))
+    except Fail as fail:
+        line = (fail.token.line or 1) + first_line - 1
+        raise ParamSyntaxError(fail.message, path=path, line=line, column=fail.token.column or 0) from None
+    except UnexpectedInput as err:
+        line = (err.line or 1) + first_line - 1
+        raise ParamSyntaxError(
+            _syntax_message(err, text), path=path, line=line, column=err.column or 0
+        ) from None
+    finally:
+        records_tf.patterns = False

@@ -127,6 +127,19 @@ class Checkpoint:
             shapes.append(t.out_shape(shapes[-1]))
         return TensorSource(self, info, transforms, tuple(shapes))
 
+    def array(self, name: str) -> np.ndarray:
+        """Tensor ``name`` as a new float32 array in its stored shape (fp16 and bf16 widened). Reads that one
+        tensor, from whichever shard holds it; nothing is kept."""
+        if name not in self.tensors:
+            raise CheckpointError(f"{self.path}: no tensor named {name!r}")
+        info = self.tensors[name]
+        if info.dtype not in _DTYPES:
+            raise CheckpointError(f"{self.path}: tensor {name!r} is {info.dtype}, not bf16, fp16 or fp32")
+        native = _load_native(info)
+        if _DTYPES[info.dtype] == "bf16":
+            return (native.astype(np.uint32) << 16).view(np.float32)
+        return native.astype(np.float32, copy=False)  # safetensors hands back a fresh array
+
 
 def _load_native(info: TensorInfo) -> np.ndarray:
     kind = _DTYPES[info.dtype]

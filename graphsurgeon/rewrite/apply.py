@@ -18,7 +18,9 @@ from graphsurgeon.formats.param_any import read_param
 from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.rewrite.driver import ApplyReport, apply_graph, run_rule
-from graphsurgeon.rewrite.rulefile import ModelInput, RuleFile, load_rule_file
+from graphsurgeon.rewrite.pattern import best_partial as pattern_best_partial
+from graphsurgeon.rewrite.pattern import compile_pattern, find_pattern
+from graphsurgeon.rewrite.rulefile import ModelInput, PatternSpec, RuleFile, load_rule_file
 from graphsurgeon.rewrite.select import explain
 
 
@@ -74,6 +76,13 @@ def explain_rule(
         for rule in spec.rules:
             if rule.name == rule_name:
                 lines = [f"rule {rule_name} on graph {gname} ({rule.expect.describe()} expected):"]
+                if isinstance(rule.match, PatternSpec):
+                    pattern = compile_pattern(rule.match.pattern, rule.match.where, path=f"rule {rule_name}")
+                    for m in find_pattern(graph, pattern):
+                        caps = " ".join(f"{k}={v}" for k, v in m.captures.items())
+                        lines.append(f"  MATCH {', '.join(x.name for x in m.layers)}: {caps}")
+                    lines.append(f"  best partial: {pattern_best_partial(graph, pattern)}")
+                    return "\n".join(lines)
                 for v in explain(graph, rule.match):
                     mark = "MATCH" if v.matched else "no   "
                     lines.append(f"  {mark} {v.layer.type} {v.layer.name}: {v.reason}")

@@ -13,7 +13,9 @@ from graphsurgeon.check.lint import lint_graph
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.rewrite.actions import ActionContext, apply_action
-from graphsurgeon.rewrite.rulefile import GraphSpec, Rule
+from graphsurgeon.rewrite.pattern import best_partial as pattern_best_partial
+from graphsurgeon.rewrite.pattern import compile_pattern, find_pattern
+from graphsurgeon.rewrite.rulefile import GraphSpec, PatternSpec, Rule
 from graphsurgeon.rewrite.select import best_partial, captures, find
 
 MAX_ITERATIONS = 100
@@ -51,10 +53,18 @@ def run_rule(
     report: ApplyReport,
     checkpoints: dict[str, Any] | None = None,
 ) -> RuleOutcome:
+    if isinstance(rule.match, PatternSpec):
+        return _run_pattern_rule(graph, rule, rule.match, interface, report, checkpoints or {})
+    selector = rule.match
+    for action in rule.do:
+        if action.layer is not None:
+            raise RuleFailed(
+                f"rule {rule.name}: `layer` names a pattern capture, but this rule matches a selector"
+            )
     done: set[int] = set()
     iterations = 0
     while True:
-        fresh = [layer for layer in find(graph, rule.match) if id(layer) not in done]
+        fresh = [layer for layer in find(graph, selector) if id(layer) not in done]
         if not fresh:
             break
         iterations += 1
@@ -62,18 +72,71 @@ def run_rule(
             raise RuleFailed(f"rule {rule.name}: did not converge after {MAX_ITERATIONS} iterations")
         for layer in fresh:
             done.add(id(layer))
-            ctx = ActionContext(interface, captures(layer, rule.match), checkpoints or {})
+            ctx = ActionContext(interface, captures(layer, selector), checkpoints or {})
             for action in rule.do:
                 what = apply_action(graph, layer, action, ctx)
                 report.provenance.setdefault(layer.name, []).append(f"{rule.name}: {what}")
     matched = len(done)
     if not rule.expect.allows(matched):
         partial = (
-            best_partial(graph, rule.match) if matched < (rule.expect.count or rule.expect.min or 0) else None
+            best_partial(graph, selector) if matched < (rule.expect.count or rule.expect.min or 0) else None
         )
         hint = f"; closest miss: layer {partial.layer.name} ({partial.reason})" if partial else ""
         raise RuleFailed(
             f"rule {rule.name}: matched {matched} layer(s), expected {rule.expect.describe()}{hint}"
+        )
+    return RuleOutcome(rule.name, matched, iterations)
+
+
+def _run_pattern_rule(
+    graph: Graph,
+    rule: Rule,
+    spec: PatternSpec,
+    interface: set[str],
+    report: ApplyReport,
+    checkpoints: dict[str, Any],
+) -> RuleOutcome:
+    """Every non-overlapping match, once, until no new one appears; actions act on the layer their ``layer``
+    capture names (default: the layer matching the first pattern line)."""
+    try:
+        pattern = compile_pattern(spec.pattern, spec.where, path=f"rule {rule.name} pattern")
+    except GsurgError as err:
+        raise RuleFailed(str(err)) from None
+    seen: set[tuple[str, ...]] = set()
+    iterations = matched = 0
+    while True:
+        fresh = [m for m in find_pattern(graph, pattern) if tuple(x.name for x in m.layers) not in seen]
+        if not fresh:
+            break
+        iterations += 1
+        if iterations > MAX_ITERATIONS:
+            raise RuleFailed(f"rule {rule.name}: did not converge after {MAX_ITERATIONS} iterations")
+        for match in fresh:
+            seen.add(tuple(x.name for x in match.layers))
+            by_capture = {
+                line.name[1:]: layer
+                for line, layer in zip(pattern.lines, match.layers, strict=True)
+                if line.name.startswith("%")
+            }
+            ctx = ActionContext(interface, {k: str(v) for k, v in match.captures.items()}, checkpoints)
+            for action in rule.do:
+                target = match.layers[0]
+                if action.layer is not None:
+                    found = by_capture.get(action.layer.lstrip("%"))
+                    if found is None:
+                        raise RuleFailed(
+                            f"rule {rule.name}: `layer: {action.layer}` is not a layer capture of the pattern"
+                        )
+                    target = found
+                what = apply_action(graph, target, action, ctx)
+                report.provenance.setdefault(target.name, []).append(f"{rule.name}: {what}")
+        matched += len(fresh)
+    if not rule.expect.allows(matched):
+        hint = ""
+        if matched < (rule.expect.count or rule.expect.min or 0):
+            hint = f"; closest miss: {pattern_best_partial(graph, pattern)}"
+        raise RuleFailed(
+            f"rule {rule.name}: matched {matched} time(s), expected {rule.expect.describe()}{hint}"
         )
     return RuleOutcome(rule.name, matched, iterations)
 

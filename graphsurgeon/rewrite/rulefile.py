@@ -102,20 +102,24 @@ class Expect(_Strict):
 
 class SetAction(_Strict):
     set: dict[str, ParamValue] = Field(description="params by name, typed by the layer catalog")
+    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
 
 
 class UnsetAction(_Strict):
     unset: list[str]
+    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
 
 
 class RemoveAction(_Strict):
     remove: Literal[True] = Field(
         description="remove the layer, wiring its output to its input (1 in, 1 out)"
     )
+    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
 
 
 class RenameAction(_Strict):
     rename: str = Field(description="new layer name; {name} is the old one")
+    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
 
 
 class WeightOp(_Strict):
@@ -134,6 +138,7 @@ class WeightOp(_Strict):
 
 class WeightAction(_Strict):
     weight: WeightOp
+    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
 
 
 class AxisFromTorch(_Strict):
@@ -148,15 +153,24 @@ class AxisFromTorch(_Strict):
 
 class AxisAction(_Strict):
     axis_from_torch: AxisFromTorch
+    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
 
 
 Action = SetAction | UnsetAction | RemoveAction | RenameAction | WeightAction | AxisAction
 
 
+class PatternSpec(_Strict):
+    """A subgraph written as ncnn param lines (no header): ``%x`` captures, ``*`` wildcards; ``where``
+    expressions over captured values must hold."""
+
+    pattern: str
+    where: list[str] = Field(default_factory=list)
+
+
 class Rule(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
-    match: Selector
+    match: Selector | PatternSpec
     expect: Expect
     do: list[Action] = Field(min_length=1)
 
