@@ -21,7 +21,8 @@ next step must receive exactly that Mat: it is read with ``ex.extract(name, 1)``
 ``extract`` clones, which drops the layout) and fed back unchanged, and every step uses the same
 ``ncnn.UnlockedPoolAllocator`` (a cache is appended in place only when it came from the current kv-cache
 allocator; otherwise it is re-copied assuming the packed layout). The allocator must outlive every cache Mat
-(ncnn aborts with "destroyed too early"), so ``KVSession.close`` drops the Mats first. Because caches are
+(otherwise ncnn logs "destroyed too early" and the Mats later free into a deleted pool), so
+``KVSession.close`` drops the Mats first. Because caches are
 appended in place, a session cannot be forked: run a second session to branch.
 
 Typical use, two graphs side by side (e.g. before and after a rewrite; the .bin may be shared)::
@@ -71,7 +72,8 @@ __all__ = [
 ]
 
 MASKED = np.float32(-1e38)
-"""Additive mask value for a hidden key: large and finite (``-inf`` can give NaN in blockwise softmax)."""
+"""Additive mask value for a hidden key: large and finite, as nihui/ncnn_llm uses (a fully masked row then
+gives uniform weights; with ``-inf`` ncnn's softmax would compute 0/0 = NaN)."""
 
 ATTENTION_TYPES = ("SDPA", "MultiHeadAttention")
 CacheBytesKind = Literal["logical", "allocated"]

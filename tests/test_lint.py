@@ -595,20 +595,55 @@ def _rope_bin(path: Path, cos: np.ndarray) -> Path:
     return path
 
 
-def test_rotaryembed_full_width_cos_with_different_halves_is_an_error(tmp_path: Path) -> None:
+def test_rotaryembed_full_width_cos_with_different_halves(tmp_path: Path) -> None:
+    """ncnn 1.0.20261020 applies a full-width row's halves independently in the default mode (checked below
+    against numpy in the wheel): a portability warning. The interleaved mode reads one entry per pair, so
+    differing halves there are an error."""
     p = write(tmp_path, ROPE)
     cos = np.arange(32, dtype=np.float32).reshape(4, 8) / 32  # halves differ (a 2D RoPE)
-    report = lint(p, bin_path=_rope_bin(tmp_path / "diff.bin", cos))
-    assert rows(report) == [("error", "rotary-full-width", "rope", 6)]
-    assert "'cos'" in report.findings[0].message
+    bin_path = _rope_bin(tmp_path / "diff.bin", cos)
+    report = lint(p, bin_path=bin_path)
+    assert [r for r in rows(report) if r[1] == "rotary-full-width"] == [
+        ("warning", "rotary-full-width", "rope", 6)
+    ]
+    found = next(f for f in report.findings if f.check == "rotary-full-width")
+    assert "'cos'" in found.message and "older ncnn" in found.message
+    interleaved = write(
+        tmp_path, ROPE.replace("RotaryEmbed rope 3 1 x cos sin y", "RotaryEmbed rope 3 1 x cos sin y 0=1")
+    )
+    assert ("error", "rotary-full-width", "rope", 6) in rows(lint(interleaved, bin_path=bin_path))
+    # the oracle for the warning level: with full-width cos and sin, the wheel rotates each half of the
+    # head with its own half of the rows (2-D RoPE):
+    #   y[i] = x[i] cos_a - x[i+4] sin_a,  y[i+4] = x[i+4] cos_b + x[i] sin_b
+    from tests.oracle import fp32_net, run
+
+    full = write(tmp_path, ROPE.replace("sin 0=4 1=4", "sin 0=8 1=4"))
+    sin = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    both = tmp_path / "both.bin"
+    both.write_bytes(cos.astype("<f4").tobytes() + sin.astype("<f4").tobytes())
+    assert rows(lint(full, bin_path=both)) == [("warning", "rotary-full-width", "rope", 6)] * 2
+    x = np.random.default_rng(0).standard_normal((2, 4, 8)).astype(np.float32)
+    y = run(fp32_net(full, both), {"x": x}, ["y"])["y"]
+    x0, x1 = x[..., :4], x[..., 4:]
+    expected = np.concatenate([x0 * cos[:, :4] - x1 * sin[:, :4], x1 * cos[:, 4:] + x0 * sin[:, 4:]], axis=-1)
+    np.testing.assert_allclose(y, expected, atol=1e-6)
 
 
-def test_rotaryembed_full_width_cos_with_equal_halves_is_a_warning(tmp_path: Path) -> None:
+def test_rotaryembed_cos_and_sin_of_different_widths_is_an_error(tmp_path: Path) -> None:
+    """ncnn takes the full-width decision from cos alone and offsets sin the same way."""
+    report = lint(write(tmp_path, ROPE))
+    assert [r for r in rows(report) if r[0] == "error"] == [("error", "rotary-width-mismatch", "rope", 6)]
+
+
+def test_rotaryembed_full_width_cos_with_equal_halves_is_clean(tmp_path: Path) -> None:
     p = write(tmp_path, ROPE)
     half = np.arange(16, dtype=np.float32).reshape(4, 4) / 16
-    report = lint(p, bin_path=_rope_bin(tmp_path / "same.bin", np.concatenate([half, half], axis=1)))
-    assert rows(report) == [("warning", "rotary-full-width", "rope", 6)]
-    assert rows(lint(p)) == [("warning", "rotary-full-width", "rope", 6)]  # data unknown without --bin
+    p = write(tmp_path, ROPE.replace("sin 0=4 1=4", "sin 0=8 1=4"))
+    same = np.concatenate([half, half], axis=1)
+    both = tmp_path / "same.bin"
+    both.write_bytes(same.astype("<f4").tobytes() + same.astype("<f4").tobytes())
+    assert rows(lint(p, bin_path=both)) == []
+    assert rows(lint(p)) == []  # data unknown without --bin: nothing to say
 
 
 def test_gemm_constant_m_in_a_dynamic_graph(tmp_path: Path) -> None:

@@ -256,27 +256,47 @@ def _binaryop(ctx: LintContext, layer: Layer, dynamic: str | None) -> Iterator[F
 
 
 def _rotary(ctx: LintContext, layer: Layer, dynamic: str | None) -> Iterator[Finding]:
+    """ncnn 1.0.20261020 applies a full-width cos/sin row's two halves independently in the non-interleaved
+    mode (src/layer/rotaryembed.cpp: ``cw = cos_cache.w == embed_dim ? half : 0``), so a 2-D RoPE table with
+    differing halves is right there; older ncnn (e.g. a4d2ea1, before PR #6834) reads the first half only.
+    The interleaved mode reads one cos/sin entry per pair, i.e. the first half of a full-width row."""
     if len(layer.inputs) < 3:
         return
     x = ctx.shapes.get(layer.inputs[0].name)
+    interleaved = bool(layer.get("interleaved"))
+    cos_shape, sin_shape = (ctx.shapes.get(b.name) for b in layer.inputs[1:3])
+    if cos_shape and sin_shape and cos_shape[-1] != sin_shape[-1]:
+        yield error(
+            "rotary-width-mismatch",
+            f"cos is {cos_shape[-1]} wide and sin {sin_shape[-1]}: ncnn decides full or half width from cos "
+            "alone and reads sin the same way, so sin's entries are taken from the wrong places",
+            **_at(layer),
+        )
     for blob in layer.inputs[1:3]:
         cos = ctx.shapes.get(blob.name)
         if x is None or cos is None or cos[-1] != x[-1]:
             continue
-        halves = _constant_halves_differ(blob.producer, cos)
-        if halves:
+        differ = _constant_halves_differ(blob.producer, cos)
+        if interleaved and differ:
             yield error(
                 "rotary-full-width",
-                f"RotaryEmbed reads only the first half of each {blob.name!r} row, and its two halves differ "
-                "(e.g. a 2D RoPE): the second half is silently ignored; lower it explicitly",
+                "interleaved RotaryEmbed reads one entry per pair (the first half of each "
+                f"{blob.name!r} row), "
+                "and this table's halves differ: the second half is ignored; lower it explicitly",
                 **_at(layer),
             )
-        else:
+        elif differ:
             yield warning(
                 "rotary-full-width",
-                f"RotaryEmbed's {blob.name!r} is full width ({cos[-1]}) "
-                "but ncnn reads only the first half of each "
-                "row: correct only if both halves are equal (1-D RoPE); wrong for 2-D RoPE",
+                f"{blob.name!r} is a full-width table with differing halves (2-D RoPE): ncnn 1.0.20261020 "
+                "applies each half to its own half of the head, but older ncnn (before PR #6834) reads only "
+                "the first half and would silently compute wrong numbers",
+                **_at(layer),
+            )
+        elif interleaved:
+            yield warning(
+                "rotary-full-width",
+                f"interleaved RotaryEmbed reads only the first half of each full-width {blob.name!r} row",
                 **_at(layer),
             )
 

@@ -117,3 +117,32 @@ def remove_dead_layers(graph: Graph, keep: Iterable[str]) -> bool:
         for layer in dead:
             graph.remove_layer(layer)
         changed = True
+
+
+def extract_subgraph(graph: Graph, inputs: Iterable[str], outputs: Iterable[str]) -> bool:
+    """Keep only the layers needed to compute ``outputs`` from ``inputs``; each input blob becomes the top of
+    a new Input layer (its producer and everything only it needed are dropped). Raises GraphError when an
+    output cannot be computed from the inputs and the graph's own sources."""
+    wanted_in, wanted_out = list(inputs), list(outputs)
+    for name in (*wanted_in, *wanted_out):
+        if name not in graph.blobs:
+            raise GraphError(f"extract: no blob named {name!r}")
+    stop = set(wanted_in)
+    needed: set[int] = set()
+    frontier = [graph.blob(n) for n in wanted_out if n not in stop]
+    while frontier:
+        blob = frontier.pop()
+        producer = blob.producer
+        if producer is None:
+            raise GraphError(f"extract: blob {blob.name!r} has no producer and is not an input")
+        if id(producer) in needed:
+            continue
+        needed.add(id(producer))
+        frontier.extend(b for b in producer.inputs if b.name not in stop)
+    before = len(graph.layers)
+    for layer in [x for x in graph.layers if id(x) not in needed]:
+        graph.remove_layer(layer)
+    for i, name in enumerate(wanted_in):
+        if name in graph.blobs and graph.blob(name).producer is None:
+            graph.add_layer("Input", f"input_{name}", [], [name], index=i)
+    return len(graph.layers) != before

@@ -17,10 +17,10 @@ from graphsurgeon.formats.model_bin import read_bin, write_bin
 from graphsurgeon.formats.param_any import read_param
 from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.ir.graph import Graph
-from graphsurgeon.rewrite.driver import ApplyReport, apply_graph, run_rule
+from graphsurgeon.rewrite.driver import ApplyReport, apply_graph, run_pass, run_rule
 from graphsurgeon.rewrite.pattern import best_partial as pattern_best_partial
 from graphsurgeon.rewrite.pattern import compile_pattern, find_pattern
-from graphsurgeon.rewrite.rulefile import ModelInput, PatternSpec, RuleFile, load_rule_file
+from graphsurgeon.rewrite.rulefile import ModelInput, PassStep, PatternSpec, Rule, RuleFile, load_rule_file
 from graphsurgeon.rewrite.select import explain
 
 
@@ -68,12 +68,15 @@ def explain_rule(
     inputs = _inputs(rf, param, bin_path)
     checkpoints = {name: Checkpoint(c.path) for name, c in rf.checkpoints.items()}
     for gname, spec in rf.graphs.items():
-        names = [r.name for r in spec.rules]
+        names = [r.name for r in spec.rules if isinstance(r, Rule)]
         if rule_name not in names:
             continue
         graph = _load(_source(inputs, gname, spec.input))
         report = ApplyReport()
         for rule in spec.rules:
+            if isinstance(rule, PassStep):
+                run_pass(graph, rule, set(spec.interface))
+                continue
             if rule.name == rule_name:
                 lines = [f"rule {rule_name} on graph {gname} ({rule.expect.describe()} expected):"]
                 if isinstance(rule.match, PatternSpec):

@@ -12,10 +12,17 @@ from graphsurgeon.check.findings import Finding, Level
 from graphsurgeon.check.lint import lint_graph
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Graph
+from graphsurgeon.ir.passes import (
+    extract_subgraph,
+    insert_splits,
+    merge_chained_splits,
+    remove_dead_layers,
+    toposort,
+)
 from graphsurgeon.rewrite.actions import ActionContext, apply_action
 from graphsurgeon.rewrite.pattern import best_partial as pattern_best_partial
 from graphsurgeon.rewrite.pattern import compile_pattern, find_pattern
-from graphsurgeon.rewrite.rulefile import GraphSpec, PatternSpec, Rule
+from graphsurgeon.rewrite.rulefile import GraphSpec, PassStep, PatternSpec, Rule
 from graphsurgeon.rewrite.select import best_partial, captures, find
 
 MAX_ITERATIONS = 100
@@ -72,7 +79,15 @@ def run_rule(
             raise RuleFailed(f"rule {rule.name}: did not converge after {MAX_ITERATIONS} iterations")
         for layer in fresh:
             done.add(id(layer))
-            ctx = ActionContext(interface, captures(layer, selector), checkpoints or {})
+            caps = captures(layer, selector)
+            ctx = ActionContext(
+                interface,
+                caps,
+                checkpoints or {},
+                matched=[layer],
+                layers={layer.name: layer},
+                values=dict(caps),
+            )
             for action in rule.do:
                 what = apply_action(graph, layer, action, ctx)
                 report.provenance.setdefault(layer.name, []).append(f"{rule.name}: {what}")
@@ -118,7 +133,14 @@ def _run_pattern_rule(
                 for line, layer in zip(pattern.lines, match.layers, strict=True)
                 if line.name.startswith("%")
             }
-            ctx = ActionContext(interface, {k: str(v) for k, v in match.captures.items()}, checkpoints)
+            ctx = ActionContext(
+                interface,
+                {k: str(v) for k, v in match.captures.items()},
+                checkpoints,
+                matched=list(match.layers),
+                layers=dict(by_capture),
+                values=dict(match.captures),
+            )
             for action in rule.do:
                 target = match.layers[0]
                 if action.layer is not None:
@@ -141,6 +163,23 @@ def _run_pattern_rule(
     return RuleOutcome(rule.name, matched, iterations)
 
 
+def run_pass(graph: Graph, step: PassStep, interface: set[str]) -> RuleOutcome:
+    """A whole-graph clean-up step; ``matches`` is 1 when it changed the graph."""
+    if step.pass_ == "insert_splits":
+        changed = insert_splits(graph)
+    elif step.pass_ == "remove_dead":
+        changed = remove_dead_layers(graph, keep=interface)
+    elif step.pass_ == "merge_splits":
+        changed = merge_chained_splits(graph)
+    elif step.pass_ == "toposort":
+        changed = toposort(graph)
+    else:
+        if not step.outputs:
+            raise RuleFailed(f"step {step.name}: extract needs outputs")
+        changed = extract_subgraph(graph, step.inputs, step.outputs)
+    return RuleOutcome(step.name, int(changed), 1)
+
+
 def apply_graph(
     graph: Graph, spec: GraphSpec, *, strict: bool = False, checkpoints: dict[str, Any] | None = None
 ) -> ApplyReport:
@@ -152,7 +191,10 @@ def apply_graph(
         raise RuleFailed(f"interface blob(s) {missing} are not in the input graph")
     baseline = _errors(lint_graph(graph)) if strict else set()
     for rule in spec.rules:
-        report.outcomes.append(run_rule(graph, rule, interface, report, checkpoints))
+        if isinstance(rule, PassStep):
+            report.outcomes.append(run_pass(graph, rule, interface))
+        else:
+            report.outcomes.append(run_rule(graph, rule, interface, report, checkpoints))
         gone = sorted(name for name in interface if name not in graph.blobs)
         if gone:
             raise RuleFailed(f"rule {rule.name}: removed interface blob(s) {gone}")

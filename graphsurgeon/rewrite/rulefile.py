@@ -156,7 +156,58 @@ class AxisAction(_Strict):
     layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
 
 
-Action = SetAction | UnsetAction | RemoveAction | RenameAction | WeightAction | AxisAction
+class RewireAction(_Strict):
+    """Make the input with role ``role`` (the catalog's name for that bottom, e.g. MatMul ``B``) read ``to``
+    (a blob name or a %capture)."""
+
+    rewire: dict[str, str] = Field(description="role: blob")
+    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
+
+
+class RenameBlobAction(_Strict):
+    rename_blob: dict[str, str] = Field(description="old blob (name or %capture): new name")
+    layer: str | None = None
+
+
+class ReplaceAction(_Strict):
+    """Replace the whole matched subgraph with layer lines (captures substituted; other blob names in the
+    snippet are new and made unique). Weights of the new layers come from ``move_weight`` or ``weight``."""
+
+    replace: str
+    layer: str | None = None
+
+
+class InsertAction(_Strict):
+    """Insert layer lines before the target layer (captures substituted, new blob names made unique)."""
+
+    insert: str
+    layer: str | None = None
+
+
+class MoveWeight(_Strict):
+    from_: str = Field(alias="from", description="%capture.slot of a matched layer, e.g. %const.data")
+    to: str = Field(description="%capture.slot of the layer receiving it (a replaced-in layer's name works)")
+    storage: Literal["fp32", "fp16", "bf16"] | None = None
+
+
+class MoveWeightAction(_Strict):
+    move_weight: MoveWeight
+    layer: str | None = None
+
+
+Action = (
+    SetAction
+    | UnsetAction
+    | RemoveAction
+    | RenameAction
+    | WeightAction
+    | AxisAction
+    | RewireAction
+    | RenameBlobAction
+    | ReplaceAction
+    | InsertAction
+    | MoveWeightAction
+)
 
 
 class PatternSpec(_Strict):
@@ -175,10 +226,23 @@ class Rule(_Strict):
     do: list[Action] = Field(min_length=1)
 
 
+class PassStep(_Strict):
+    """A whole-graph clean-up between rules: insert Splits for fan-out, remove dead layers (outputs that
+    are neither read nor interface), merge chained Splits, re-sort topologically, or extract the subgraph
+    between given blobs (``inputs`` become Input layers; only what ``outputs`` need is kept)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    pass_: Literal["insert_splits", "remove_dead", "merge_splits", "toposort", "extract"] = Field(
+        alias="pass"
+    )
+    inputs: list[str] = Field(default_factory=list, description="extract: the new graph inputs")
+    outputs: list[str] = Field(default_factory=list, description="extract: the blobs to keep computing")
+
+
 class GraphSpec(_Strict):
     input: str = Field(default="model", description="which entry of `inputs` this graph rewrites")
     interface: list[str] = Field(default_factory=list, description="blob names no rule may remove or rename")
-    rules: list[Rule] = Field(default_factory=list)
+    rules: list[Rule | PassStep] = Field(default_factory=list)
 
 
 class Outputs(_Strict):
@@ -252,6 +316,25 @@ def load_rule_file(path: str, overrides: dict[str, str] | None = None, text: str
         # in a union, a validator's or schema's own complaint says more than "not an int"
         specific = [e for e in errors if e["type"] in _SPECIFIC]
         first = (specific or errors)[0]
-        loc = tuple(first["loc"])
+        loc = _data_path(data, tuple(first["loc"]))
         field = ".".join(str(p) for p in loc) or "(top level)"
         raise RuleFileError(f"{src.where(loc)}: {field}: {first['msg']}") from None
+
+
+def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Drop what pydantic adds to an error location that is not in the document (union member names such
+    as ``Rule`` or ``SetAction``), so the location maps back to a YAML line."""
+    path: list[Any] = []
+    node = data
+    for part in loc:
+        in_dict = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if in_dict or in_list:
+            node = node[part]
+            path.append(part)
+        elif isinstance(node, dict | list):
+            continue  # a union member's name, or a field the user did not write
+        else:
+            break
+    missing = loc[len(loc) - 1] if loc and loc[-1] not in path else None
+    return (*path, missing) if isinstance(missing, str) and missing[:1].islower() else tuple(path)

@@ -109,7 +109,7 @@ def apply_weight_op(
             )
         in_shape = current.shape
         read = current.numpy  # the previous Weight (a .bin view, or an earlier lazy action), not a copy
-        source = f"current {current.storage.value} data {list(current.shape)}"
+        source = f"current {current.storage.value} data"
 
     out_shape = _out_shape(in_shape, transforms, where)
     if math.prod(out_shape) != aw.count:
@@ -132,7 +132,8 @@ def apply_weight_op(
         return np.ascontiguousarray(arr, dtype=np.float32).reshape(load_shape)
 
     layer.weights[op.slot] = Weight.lazy(make, shape=load_shape, load_type=aw.load_type, storage=storage)
-    steps = "".join(f" | {t.describe()}" for t in transforms)
+    steps = f" {list(in_shape)}" if op.from_ is None else ""
+    steps += "".join(f" | {t.describe()}" for t in transforms)
     steps += f" | scale {op.scale:g}" if op.scale is not None else ""
     return f"weight {op.slot} <- {source}{steps} as {storage.value}"
 
