@@ -10,7 +10,7 @@ import pytest
 from graphsurgeon.cli import main
 from graphsurgeon.rewrite.rulefile import load_rule_file
 from graphsurgeon.rewrite.yaml_source import RuleFileError
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, REPO
 
 PROJ = CORPUS / "llm" / "qwen3_0.6b_proj_out.ncnn.param"
 CHAIN = (
@@ -200,3 +200,93 @@ def test_unchanged_weights_pass_through_apply_byte_for_byte(tmp_path: Path) -> N
     assert main(argv) == 0
     assert (out / "squeezenet_v1.1.bin").read_bytes() == param.with_suffix(".bin").read_bytes()
     assert "Softmax prob_out " in (out / "squeezenet_v1.1.param").read_text()
+
+
+def _apply(tmp_path: Path, rules_text: str, model_text: str) -> tuple[int, str]:
+    rules = write(tmp_path, "r.yaml", rules_text)
+    model = write(tmp_path, "m.param", model_text)
+    out = tmp_path / "out"
+    code = main(["apply", str(rules), str(model), "--out", str(out)])
+    return code, (out / "m.param").read_text() if code == 0 else ""
+
+
+HEAD = "version: 1\nname: t\ngraphs:\n  main:\n    rules:\n"
+
+
+def test_rewire_by_role_and_rename_blob(tmp_path: Path) -> None:
+    model = (
+        "7767517\n4 5\nInput in 0 2 a b\nReLU r 1 1 a c\nBinaryOp add 2 1 c b out 0=0\nSigmoid s 1 1 b d\n"
+    )
+    rules = HEAD + (
+        "      - name: swap\n        match: {type: BinaryOp}\n        expect: {count: 1}\n"
+        "        do: [{rewire: {b: a}}, {rename_blob: {c: relu_out}}]\n"
+    )
+    code, text = _apply(tmp_path, rules, model)
+    assert code == 0
+    assert "ReLU r 1 1 a relu_out" in text and "BinaryOp add 2 1 relu_out a out 0=0" in text
+
+
+def test_replace_with_captures_and_insert(tmp_path: Path) -> None:
+    model = "7767517\n3 3\nInput in 0 1 x\nReLU r 1 1 x y 0=0.25\nSigmoid s 1 1 y out\n"
+    rules = HEAD + (
+        "      - name: relu-sig\n        match:\n          pattern: |\n"
+        "            ReLU %r 1 1 %x %y 0=%slope\n            Sigmoid %s 1 1 %y %out\n"
+        "        expect: {count: 1}\n        do:\n          - replace: |\n"
+        "              ReLU %r 1 1 %x mid 0=%slope\n              Swish fused 1 1 mid %out\n"
+        "          - insert: |\n              Noop guard 1 1 %x x2\n            layer: '%r'\n"
+    )
+    code, text = _apply(tmp_path, rules, model)
+    assert code == 0, text
+    lines = text.splitlines()[2:]
+    assert lines == [
+        "Input in 0 1 x",
+        "Noop guard 1 1 x x2",
+        "ReLU r 1 1 x mid 0=0.25",
+        "Swish fused 1 1 mid out",
+    ]
+
+
+def test_replace_must_keep_blobs_other_layers_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = "7767517\n4 5\nInput in 0 1 x\nReLU r 1 1 x y\nSplit sp 1 2 y y0 y1\nBinaryOp add 2 1 y0 y1 out\n"
+    rules = HEAD + (
+        "      - name: bad\n        match:\n          pattern: |\n            ReLU %r 1 1 %x %y\n"
+        "        expect: {count: 1}\n        do:\n          - replace: |\n"
+        "              Sigmoid %r 1 1 %x other\n"
+    )
+    code, _ = _apply(tmp_path, rules, model)
+    assert code == 2
+    assert "does not produce ['y'], which other layers still read" in err_line(capsys)
+
+
+def test_pass_steps_split_fanout_and_extract(tmp_path: Path) -> None:
+    fanout = "7767517\n4 4\nInput in 0 1 x\nReLU r 1 1 x a\nBinaryOp add 2 1 x a y 0=0\nSigmoid s 1 1 y out\n"
+    rules = HEAD + "      - {name: splits, pass: insert_splits}\n      - {name: sort, pass: toposort}\n"
+    code, text = _apply(tmp_path, rules, fanout)
+    assert code == 0 and "Split x_split 1 2 x x_split0 x_split1" in text
+    (tmp_path / "e").mkdir()
+    extract = HEAD + "      - {name: cut, pass: extract, inputs: [a], outputs: [y]}\n"
+    code, text = _apply(tmp_path / "e", extract, fanout)
+    assert code == 0
+    # a becomes an input; ReLU (which made a) and Sigmoid (after y) are gone
+    assert text.splitlines()[2:] == ["Input input_a 0 1 a", "Input in 0 1 x", "BinaryOp add 2 1 x a y 0=0"]
+
+
+def test_action_errors_name_the_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rules = HEAD + (
+        "      - name: no-such-role\n        match: {type: ReLU}\n        expect: {count: 1}\n"
+        "        do: [{rewire: {weight: x}}]\n"
+    )
+    code, _ = _apply(tmp_path, rules, CHAIN)
+    assert code == 2
+    assert err_line(capsys).startswith(
+        "gsurg: error: rule no-such-role: layer a: ReLU has no input role 'weight'"
+    )
+
+
+def test_weights_set_without_a_bin_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = "7767517\n3 3\nInput in 0 1 x 0=4 1=3\nMemoryData w 0 1 wb 0=5 1=4\nMatMul mm 2 1 x wb y 0=0\n"
+    code, _ = _apply(tmp_path, (REPO / "rules" / "matmul-weight-slots.yaml").read_text(), model)
+    assert code == 2
+    assert "has no weight 'data' (was the .bin given?)" in err_line(capsys)

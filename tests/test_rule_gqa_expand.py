@@ -277,7 +277,8 @@ def test_inconsistent_group_fails_the_size_check(tmp_path: Path, capsys: pytest.
     assert main(["apply", str(RULE), str(param), "--bin", str(binf), "--out", str(out), *sets]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "gsurg: error: layer attn0, weight k_weight: model.layers.0.self_attn.k_proj.weight [8, 16] gives "
+        "gsurg: error: rule gqa-expand-kv: layer attn0, weight k_weight: "
+        "model.layers.0.self_attn.k_proj.weight [8, 16] gives "
         "[8, 4, 16] after its transforms, 512 elements, but the params load 256 elements [256]"
     ]
     assert not out.exists() or not any(out.iterdir())

@@ -5,6 +5,7 @@ and every expected .bin byte is computed with numpy from the format notes, never
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -105,9 +106,11 @@ def apply(rule: Path, param: Path, binf: Path | None, out: Path, *extra: str) ->
 
 
 def err_line(capsys: pytest.CaptureFixture[str]) -> str:
+    """The one error line, with the rule name every action error starts with checked and removed."""
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
-    return err[0]
+    named = re.match(r"gsurg: error: rule [\w.-]+: (layer .*)", err[0])
+    return f"gsurg: error: {named.group(1)}" if named else err[0]
 
 
 FROM_CAPTURE = r"""

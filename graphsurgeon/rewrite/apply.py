@@ -121,6 +121,12 @@ def run_apply(
         report = apply_graph(graph, spec, strict=strict, checkpoints=checkpoints)
         before = os.path.getsize(source.bin) if source.bin else None
         runs.append(GraphRun(gname, source, graph, report, before, None))
+    for run in runs:
+        if run.source.bin is None and any(layer.weights for layer in run.graph.layers):
+            raise GsurgError(
+                f"graph {run.name}: rules set weights but the model has no .bin to write them with "
+                "(give --bin, or bin: in the rule file's inputs)"
+            )
     if dry_run:
         return runs
     folder = out_dir or rf.outputs.dir

@@ -28,6 +28,19 @@ from graphsurgeon.rewrite.select import best_partial, captures, find
 MAX_ITERATIONS = 100
 
 
+class RuleActionError(GsurgError):
+    """An action that could not be applied; the message starts with the rule's name (exit 2)."""
+
+
+def _act(graph: Graph, layer: Any, action: Any, ctx: ActionContext, rule: str) -> str:
+    try:
+        return apply_action(graph, layer, action, ctx)
+    except RuleFailed:
+        raise
+    except GsurgError as err:
+        raise RuleActionError(f"rule {rule}: {err}") from None
+
+
 class RuleFailed(GsurgError):
     """A rule whose expectation failed, that did not converge, or that broke an invariant (exit 1)."""
 
@@ -89,7 +102,7 @@ def run_rule(
                 values=dict(caps),
             )
             for action in rule.do:
-                what = apply_action(graph, layer, action, ctx)
+                what = _act(graph, layer, action, ctx, rule.name)
                 report.provenance.setdefault(layer.name, []).append(f"{rule.name}: {what}")
     matched = len(done)
     if not rule.expect.allows(matched):
@@ -143,14 +156,14 @@ def _run_pattern_rule(
             )
             for action in rule.do:
                 target = match.layers[0]
-                if action.layer is not None:
-                    found = by_capture.get(action.layer.lstrip("%"))
+                if action.layer is not None:  # captured layers, or ones a replace/insert just made
+                    found = ctx.layers.get(action.layer.lstrip("%"))
                     if found is None:
                         raise RuleFailed(
                             f"rule {rule.name}: `layer: {action.layer}` is not a layer capture of the pattern"
                         )
                     target = found
-                what = apply_action(graph, target, action, ctx)
+                what = _act(graph, target, action, ctx, rule.name)
                 report.provenance.setdefault(target.name, []).append(f"{rule.name}: {what}")
         matched += len(fresh)
     if not rule.expect.allows(matched):
