@@ -2,8 +2,9 @@
 ``repeat_interleave`` (GQA key/value heads: every slice along ``axis`` repeated ``n`` times in place, never
 tiled). Each transform knows its output shape, applies itself to an array, and maps an output element back
 to its source element (so a difference can be located in the checkpoint file). Written in rule and map
-files as ``transpose`` (bare: 2-D) / ``{transpose: [axes]}``, ``{reshape: [shape]}`` (one -1 allowed) and
-``{repeat_interleave: {axis: A, n: N}}``.
+files as ``transpose`` (bare: 2-D) / ``{transpose: [axes]}``, ``{reshape: [shape]}`` (one -1 allowed),
+``{repeat_interleave: {axis: A, n: N}}`` and ``{slice: {axis: A, start: S, stop: E}}`` (Python slice bounds;
+a fused qkv weight split into its parts, for example).
 """
 
 from __future__ import annotations
@@ -21,14 +22,18 @@ class TransformError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Transform:
-    kind: str  # "transpose" | "reshape" | "repeat_interleave"
+    kind: str  # "transpose" | "reshape" | "repeat_interleave" | "slice"
     dims: tuple[int, ...] | None = None  # transpose axes (None: 2-D) or reshape shape
     axis: int = 0
     n: int = 1
+    start: int | None = None  # slice bounds, as Python writes them
+    stop: int | None = None
 
     def describe(self) -> str:
         if self.kind == "repeat_interleave":
             return f"repeat_interleave(axis={self.axis}, n={self.n})"
+        if self.kind == "slice":
+            return f"slice(axis={self.axis}, {self.start}:{self.stop})"
         return f"{self.kind}({'' if self.dims is None else list(self.dims)})"
 
     def out_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -49,6 +54,11 @@ class Transform:
                 raise TransformError(f"{self.describe()} has {known} elements but {list(shape)} has {total}")
             return self.dims
         ax = self._axis(shape)
+        if self.kind == "slice":
+            length = len(range(*slice(self.start, self.stop).indices(shape[ax])))
+            if length == 0:
+                raise TransformError(f"{self.describe()} selects nothing of {list(shape)}")
+            return (*shape[:ax], length, *shape[ax + 1 :])
         return (*shape[:ax], shape[ax] * self.n, *shape[ax + 1 :])
 
     def _axes(self, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -72,6 +82,10 @@ class Transform:
             return np.transpose(arr, self._axes(arr.shape))
         if self.kind == "reshape":
             return arr.reshape(shape)
+        if self.kind == "slice":
+            index = [slice(None)] * arr.ndim
+            index[self._axis(arr.shape)] = slice(self.start, self.stop)
+            return arr[tuple(index)]
         return np.repeat(arr, self.n, axis=self._axis(arr.shape))
 
     def source_coords(self, coords: list[int], in_shape: tuple[int, ...]) -> list[int]:
@@ -85,6 +99,9 @@ class Transform:
             flat = int(np.ravel_multi_index(tuple(coords), self.out_shape(in_shape)))
             return [int(c) for c in np.unravel_index(flat, in_shape)]
         ax = self._axis(in_shape)
+        if self.kind == "slice":
+            first = slice(self.start, self.stop).indices(in_shape[ax])[0]
+            return [c + first if k == ax else c for k, c in enumerate(coords)]
         return [c // self.n if k == ax else c for k, c in enumerate(coords)]
 
 
@@ -98,7 +115,7 @@ def parse_transform(item: Any) -> Transform:
     if item == "transpose":
         return Transform("transpose")
     if not isinstance(item, dict) or len(item) != 1:
-        raise ValueError(f"a transform is one of transpose, reshape, repeat_interleave, not {item!r}")
+        raise ValueError(f"a transform is one of transpose, reshape, repeat_interleave, slice, not {item!r}")
     ((kind, arg),) = item.items()
     if kind == "transpose":
         return Transform("transpose", None if arg in (None, True) else _int_list(arg, "transpose axes"))
@@ -114,4 +131,11 @@ def parse_transform(item: Any) -> Transform:
         if not (isinstance(axis, int) and isinstance(n, int)) or n < 1:
             raise ValueError(f"repeat_interleave axis must be an int and n an int >= 1, not {arg!r}")
         return Transform("repeat_interleave", axis=axis, n=n)
-    raise ValueError(f"unknown transform {kind!r} (known: transpose, reshape, repeat_interleave)")
+    if kind == "slice":
+        if not isinstance(arg, dict) or not set(arg) <= {"axis", "start", "stop"} or "axis" not in arg:
+            raise ValueError(f"slice takes {{axis: A, start: S, stop: E}}, not {arg!r}")
+        bounds = [arg.get("start"), arg.get("stop")]
+        if not isinstance(arg["axis"], int) or not all(b is None or isinstance(b, int) for b in bounds):
+            raise ValueError(f"slice axis, start and stop must be ints, not {arg!r}")
+        return Transform("slice", axis=arg["axis"], start=bounds[0], stop=bounds[1])
+    raise ValueError(f"unknown transform {kind!r} (known: transpose, reshape, repeat_interleave, slice)")

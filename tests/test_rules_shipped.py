@@ -99,18 +99,29 @@ def test_axis_from_torch_converts_the_dim_for_the_batched_rank(tmp_path: Path) -
 # ---- gqa-native --------------------------------------------------------------------------------------------
 
 QWEN = CORPUS / "llm" / "qwen3_0.6b_decoder.ncnn.param"
+LLAMA = CORPUS / "llm" / "llama3.2_1b_decoder.ncnn.param"
 
 
 @pytest.mark.slow
-def test_gqa_native_keeps_outputs_over_prefill_and_decode_and_halves_the_cache(tmp_path: Path) -> None:
-    model = tmp_path / "qwen3.bin"
-    assert main(["synth-bin", str(QWEN), "-o", str(model), "--seed", "3", "--storage", "fp16", "-q"]) == 0
+@pytest.mark.parametrize(
+    ("param", "chains", "hidden", "heads_per_kv"),
+    [(QWEN, 56, 1024, 2), (LLAMA, 32, 2048, 4)],  # qwen3: 16 q / 8 kv heads; llama3.2: 32 q / 8 kv heads
+    ids=["qwen3", "llama3.2"],
+)
+def test_gqa_native_keeps_outputs_over_prefill_and_decode_and_shrinks_the_cache(
+    param: Path, chains: int, hidden: int, heads_per_kv: int, tmp_path: Path
+) -> None:
+    model = tmp_path / "decoder.bin"
+    assert main(["synth-bin", str(param), "-o", str(model), "--seed", "3", "--storage", "fp16", "-q"]) == 0
     out = tmp_path / "out"
-    assert main(["apply", str(RULES / "gqa-native.yaml"), str(QWEN), "--out", str(out), "--strict"]) == 0
-    x = 0.1 * np.random.default_rng(7).standard_normal((8, 1024)).astype(np.float32)
-    with KVDecoder(QWEN, model) as tiled, KVDecoder(out / QWEN.name, model) as native:
+    argv = ["apply", str(RULES / "gqa-native.yaml"), str(param), "--out", str(out), "--strict"]
+    assert main([*argv, "--set", f"kv_chains={chains}"]) == 0
+    x = 0.1 * np.random.default_rng(7).standard_normal((8, hidden)).astype(np.float32)
+    with KVDecoder(param, model) as tiled, KVDecoder(out / param.name, model) as native:
         a, b = lockstep([tiled, native], x, [5, 1, 1, 1])  # prefill 5 tokens, then three decode steps
+    model.unlink()
     scale = float(np.abs(a.hidden).max())
     assert np.isfinite(a.hidden).all() and scale > 0.1
     assert max_abs_diff(a, b) <= 1e-5 * scale
-    assert [2 * n for n in b.cache_bytes] == a.cache_bytes  # 16 -> 8 heads: half the cache at every step
+    # the cache holds kv heads instead of query heads at every step: half for qwen3, a quarter for llama3.2
+    assert [heads_per_kv * n for n in b.cache_bytes] == a.cache_bytes

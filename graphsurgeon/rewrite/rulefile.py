@@ -129,7 +129,12 @@ class WeightOp(_Strict):
     stored as ``storage`` (default fp32 for tagged slots). Nothing is read until the .bin is written."""
 
     slot: str
-    from_: str | None = Field(default=None, alias="from", description="checkpoint tensor name template")
+    from_: str | list[str] | None = Field(
+        default=None, alias="from", description="checkpoint tensor name template, or several to concatenate"
+    )
+    concat_axis: int = Field(
+        default=0, description="with several `from` tensors: the axis they are joined on"
+    )
     checkpoint: str | None = Field(default=None, description="entry of `checkpoints` (default: the only one)")
     transforms: list[Any] = Field(default_factory=list, description="transpose, reshape, repeat_interleave")
     scale: float | None = None

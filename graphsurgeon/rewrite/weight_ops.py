@@ -91,10 +91,16 @@ def apply_weight_op(
     read: Callable[[], np.ndarray]
     if op.from_ is not None:
         label, ckpt = _checkpoint(op.checkpoint, checkpoints, where)
-        name = _tensor_name(op.from_, captures, where)
-        in_shape = _tensor_shape(ckpt, label, name, op.from_, where)
-        read = functools.partial(ckpt.array, name)
-        source = name if len(checkpoints) == 1 else f"{label}:{name}"
+        templates = [op.from_] if isinstance(op.from_, str) else list(op.from_)
+        names = [_tensor_name(t, captures, where) for t in templates]
+        shapes = [_tensor_shape(ckpt, label, n, t, where) for n, t in zip(names, templates, strict=True)]
+        in_shape = _concat_shape(shapes, op.concat_axis, names, where)
+        if len(names) == 1:
+            read = functools.partial(ckpt.array, names[0])
+        else:
+            read = functools.partial(_concat_read, ckpt, names, op.concat_axis)
+        joined = " + ".join(names)
+        source = joined if len(checkpoints) == 1 else f"{label}:{joined}"
     else:
         current = layer.weights.get(op.slot)
         if current is None:
@@ -244,3 +250,27 @@ def _tensor_shape(ckpt: Checkpoint, label: str, name: str, template: str, where:
             f"{where}: tensor {name!r} is {storage_name(info.dtype)}; weight actions read bf16, fp16 or fp32"
         )
     return info.shape
+
+
+def _concat_shape(shapes: list[tuple[int, ...]], axis: int, names: list[str], where: str) -> tuple[int, ...]:
+    """The shape of several tensors joined on ``axis`` (all other dims equal); one tensor is itself."""
+    if len(shapes) == 1:
+        return shapes[0]
+    rank = len(shapes[0])
+    if not -rank <= axis < rank or any(len(s) != rank for s in shapes):
+        raise WeightOpError(
+            f"{where}: cannot concatenate {names} of shapes {[list(s) for s in shapes]} on {axis}"
+        )
+    ax = axis % rank
+    rest = {s[:ax] + s[ax + 1 :] for s in shapes}
+    if len(rest) != 1:
+        raise WeightOpError(
+            f"{where}: {names} differ outside axis {axis} ({[list(s) for s in shapes]}): cannot concatenate"
+        )
+    total = sum(s[ax] for s in shapes)
+    first = shapes[0]
+    return (*first[:ax], total, *first[ax + 1 :])
+
+
+def _concat_read(ckpt: Checkpoint, names: list[str], axis: int) -> np.ndarray:
+    return np.concatenate([ckpt.array(n) for n in names], axis=axis)
