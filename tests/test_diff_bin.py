@@ -15,6 +15,7 @@ from safetensors.numpy import save_file
 
 from graphsurgeon.check.diff_bin import diff_bins, main_diff, pair_records
 from graphsurgeon.check.diff_report import DiffReport, PairResult
+from tests.safetensors_files import bf16_bytes, write_safetensors
 
 TAG_FP32 = b"\x00\x00\x00\x00"
 TAG_FP16 = b"\x47\x6b\x30\x01"  # 0x01306B47, ncnn-format.md §3.2
@@ -427,28 +428,6 @@ GQA_PARAM = (
     "InnerProduct attn.k 1 1 y z 0=4 1=0 2=8\n"
 )
 K = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)  # 2 kv heads of dim 2 (rows)
-
-
-def bf16_bytes(values: np.ndarray) -> bytes:
-    bits = np.ascontiguousarray(values, dtype=np.float32).view("<u4")
-    assert np.all(bits & 0xFFFF == 0), "test values must be exact in bf16"
-    return (bits >> 16).astype("<u2").tobytes()
-
-
-def write_safetensors(path: Path, tensors: dict[str, tuple[str, tuple[int, ...], bytes]]) -> None:
-    """The format by hand: u64 LE header length, JSON header (dtype, shape, data_offsets), data."""
-    header: dict[str, object] = {}
-    data = b""
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {
-            "dtype": dtype,
-            "shape": list(shape),
-            "data_offsets": [len(data), len(data) + len(raw)],
-        }
-        data += raw
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
 
 
 def gqa_bin(k_weight: np.ndarray) -> bytes:

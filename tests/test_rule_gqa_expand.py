@@ -15,7 +15,6 @@ head h // (H/G)); the expected .bin bytes are computed with numpy.
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ from graphsurgeon.formats.param_any import read_param
 from graphsurgeon.ir.weights import Weight
 from tests.conftest import REPO
 from tests.oracle import fp32_net, run
+from tests.safetensors_files import write_safetensors
 
 RULE = REPO / "rules" / "gqa-expand.yaml"
 E, H, G, D, T, LAYERS = 16, 4, 2, 4, 5, 2
@@ -78,22 +78,6 @@ def reference(x: np.ndarray) -> np.ndarray:
             heads[head] = (p / p.sum(axis=-1, keepdims=True)) @ v[g]
         h = heads.transpose(1, 0, 2).reshape(T, H * D) @ w["o"].T
     return h
-
-
-def write_safetensors(path: Path, tensors: dict[str, tuple[str, tuple[int, ...], bytes]]) -> Path:
-    header: dict[str, object] = {}
-    data = b""
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {
-            "dtype": dtype,
-            "shape": list(shape),
-            "data_offsets": [len(data), len(data) + len(raw)],
-        }
-        data += raw
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
-    return path
 
 
 def checkpoint(tmp: Path) -> Path:

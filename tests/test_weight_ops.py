@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import graphsurgeon.formats.safetensors as st
 import graphsurgeon.rewrite.apply as apply_mod
 from graphsurgeon.cli import main
 from tests.oracle import fp32_net, run
+from tests.safetensors_files import bf16_bytes, write_safetensors
 
 TAG_FP32 = b"\x00\x00\x00\x00"
 TAG_FP16 = bytes([0x47, 0x6B, 0x30, 0x01])
@@ -44,29 +44,6 @@ def bf16_exact(shape: tuple[int, ...], seed: int) -> np.ndarray:
     """Random float32 values exactly representable in bf16 (low 16 bits zero)."""
     vals = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     return ((vals.view("<u4") >> 16) << 16).astype("<u4").view(np.float32)
-
-
-def bf16_bytes(values: np.ndarray) -> bytes:
-    bits = np.ascontiguousarray(values, dtype=np.float32).view("<u4")
-    assert np.all(bits & 0xFFFF == 0), "test values must be exact in bf16"
-    return (bits >> 16).astype("<u2").tobytes()
-
-
-def write_safetensors(path: Path, tensors: dict[str, tuple[str, tuple[int, ...], bytes]]) -> Path:
-    """The format by hand: u64 LE header length, JSON header (dtype, shape, data_offsets), then data."""
-    header: dict[str, object] = {}
-    data = b""
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {
-            "dtype": dtype,
-            "shape": list(shape),
-            "data_offsets": [len(data), len(data) + len(raw)],
-        }
-        data += raw
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
-    return path
 
 
 def fc_model(tmp: Path) -> tuple[Path, Path]:

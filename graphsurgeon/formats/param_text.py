@@ -15,20 +15,25 @@ from functools import lru_cache
 from typing import Any, cast
 
 from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedInput
 
 from graphsurgeon.errors import ParamSyntaxError
+from graphsurgeon.formats.param_errors import syntax_message
 from graphsurgeon.formats.param_literals import (
     MAX_NAME,
     MAX_PARAM_ID,
     MAX_STRING,
     MAX_VALUE_TOKEN,
     OLD_ARRAY_BASE,
+    AnyValue,
+    ArrayPattern,
+    Capture,
     Fail,
     ParseIssue,
     RawArray,
     Reporter,
     check_len,
+    is_placeholder,
     natural_array,
     old_array,
     to_float,
@@ -51,42 +56,6 @@ __all__ = [
 
 MAGIC = 7767517
 MAX_NET_COUNT = 1_000_000  # R1020 max_net_count for layer and blob counts
-
-_TERMINAL_NAMES = {
-    "KEY": "a param `id=value` (no blank after '=')",
-    "NAME": "a name",
-    "COUNT": "an integer count",
-    "INT": "an int",
-    "FLOAT": "a float",
-    "ARRAY": "an array",
-    "WORD": "a string",
-    "QUOTED": 'a "quoted string"',
-    "_NL": "end of line",
-    "$END": "end of file",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Capture:
-    """A ``%name`` value in a rule pattern."""
-
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class AnyValue:
-    """A ``*`` value in a rule pattern: the param must be present, with any value."""
-
-
-@dataclass(frozen=True, slots=True)
-class ArrayPattern:
-    """An array value in a rule pattern whose elements may be captures or ``*``."""
-
-    elements: tuple[Any, ...]
-
-
-def _is_placeholder(item: str) -> bool:
-    return item == "*" or item.startswith("%")
 
 
 @dataclass(slots=True)
@@ -153,7 +122,7 @@ class _ToRecords(Transformer[Token, Any]):
     def param(self, children: list[Any]) -> tuple[int, Any] | None:
         key, value = children
         key_id = int(str(key)[:-1])
-        if isinstance(value, RawArray) and any(_is_placeholder(i) for i in value.items):
+        if isinstance(value, RawArray) and any(is_placeholder(i) for i in value.items):
             return self._array_pattern(key, key_id, value)
         if key_id <= OLD_ARRAY_BASE:
             return old_array(self.rep, key_id, value, key)
@@ -174,7 +143,7 @@ class _ToRecords(Transformer[Token, Any]):
             return None
         items = raw.items
         if key_id <= OLD_ARRAY_BASE:
-            if _is_placeholder(items[0]) or int(items[0]) != len(items) - 1:
+            if is_placeholder(items[0]) or int(items[0]) != len(items) - 1:
                 raise Fail(f"old-style array {key_id}: the length must be the element count", raw.token)
             key_id, items = -(key_id - OLD_ARRAY_BASE), items[1:]
         elements: list[Any] = []
@@ -237,30 +206,6 @@ def _parser() -> tuple[Lark, _ToRecords]:
     return lark, records
 
 
-def _syntax_message(err: UnexpectedInput, text: str) -> str:
-    if isinstance(err, UnexpectedEOF):
-        return "unexpected end of file"
-    order = list(_TERMINAL_NAMES)
-    names = sorted(getattr(err, "expected", None) or (), key=lambda t: order.index(t) if t in order else 99)
-    expected = [_TERMINAL_NAMES.get(t, t) for t in names]
-    want = f"; expected {' or '.join(expected)}" if expected else ""
-    if isinstance(err, UnexpectedToken):
-        tok = err.token
-        shown = (
-            "end of line" if tok.type == "_NL" else "end of file" if tok.type == "$END" else repr(str(tok))
-        )
-        return f"unexpected {shown}{want}"
-    if isinstance(err, UnexpectedCharacters):
-        pos = err.pos_in_stream or 0
-        if text[pos : pos + 1] == "=" and pos > 0 and text[pos - 1].isdigit():
-            return "a param `id=` must be followed directly by its value (no blank, not at end of line)"
-        end = pos
-        while end < len(text) and not text[end].isspace() and end - pos < 40:
-            end += 1
-        return f"unexpected {text[pos:end]!r}{want}"
-    return str(err).splitlines()[0]
-
-
 def parse_param_text(
     text: str, *, path: str = "<param>", catalog: Catalog | None = None, strict: bool = True
 ) -> Graph:
@@ -283,7 +228,7 @@ def parse_param_text(
         ) from None
     except UnexpectedInput as err:
         raise ParamSyntaxError(
-            _syntax_message(err, text), path=path, line=err.line or 0, column=err.column or 0
+            syntax_message(err, text), path=path, line=err.line or 0, column=err.column or 0
         ) from None
     finally:
         if collecting:
@@ -440,7 +385,7 @@ def parse_pattern_lines(text: str, *, path: str = "<pattern>", first_line: int =
     except UnexpectedInput as err:
         line = (err.line or 1) + first_line - 1
         raise ParamSyntaxError(
-            _syntax_message(err, text), path=path, line=line, column=err.column or 0
+            syntax_message(err, text), path=path, line=line, column=err.column or 0
         ) from None
     finally:
         records_tf.patterns = False

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphsurgeon.errors import CatalogError, GsurgError
-from graphsurgeon.formats.param_text import AnyValue, ArrayPattern, Capture, LayerLine, parse_pattern_lines
+from graphsurgeon.formats.param_literals import AnyValue, ArrayPattern, Capture
+from graphsurgeon.formats.param_text import LayerLine, parse_pattern_lines
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.params import Param, ncnn_view
 from graphsurgeon.schema.expr import evaluate

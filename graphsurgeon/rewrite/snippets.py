@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from graphsurgeon.errors import GsurgError
-from graphsurgeon.formats.param_text import AnyValue, ArrayPattern, Capture, LayerLine, parse_pattern_lines
+from graphsurgeon.formats.param_literals import AnyValue, ArrayPattern, Capture
+from graphsurgeon.formats.param_text import LayerLine, parse_pattern_lines
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.params import Param
 
