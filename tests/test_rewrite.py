@@ -290,3 +290,18 @@ def test_weights_set_without_a_bin_are_refused(tmp_path: Path, capsys: pytest.Ca
     code, _ = _apply(tmp_path, (REPO / "rules" / "matmul-weight-slots.yaml").read_text(), model)
     assert code == 2
     assert "has no weight 'data' (was the .bin given?)" in err_line(capsys)
+
+
+def test_a_param_bin_input_is_written_back_binary(tmp_path: Path) -> None:
+    pbin = tmp_path / "m.param.bin"
+    assert main(["fmt", str(write(tmp_path, "m.param", CHAIN)), "-o", str(pbin), "-q"]) == 0
+    rules = HEAD + "      - name: leaky\n        match: {type: ReLU}\n        expect: {count: 1}\n"
+    rules += "        do: [{set: {slope: 0.5}}]\n"
+    out = tmp_path / "out"
+    assert main(["apply", str(write(tmp_path, "r.yaml", rules)), str(pbin), "--out", str(out)]) == 0
+    written = (out / "m.param.bin").read_bytes()
+    assert written[:4] == (7767517).to_bytes(4, "little")
+    assert (out / "m.gsurg.json").exists()
+    back = tmp_path / "back.param"
+    assert main(["fmt", str(out / "m.param.bin"), "-o", str(back), "-q"]) == 0
+    assert "ReLU ReLU_1 1 1 0 1 0=0.5" in back.read_text()

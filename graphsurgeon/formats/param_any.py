@@ -22,3 +22,12 @@ def read_param(path: str, *, catalog: Catalog | None = None, strict: bool = True
     if head == BIN_MAGIC:
         return read_param_bin(path, catalog=catalog)
     return read_param_text(path, catalog=catalog, strict=strict)
+
+
+def is_param_bin(path: str) -> bool:
+    """Whether ``path`` holds the binary form (so outputs derived from it are written binary too)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == BIN_MAGIC
+    except OSError:
+        return False

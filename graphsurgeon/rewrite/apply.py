@@ -14,7 +14,8 @@ from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_write_bytes
 from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import read_bin, write_bin
-from graphsurgeon.formats.param_any import read_param
+from graphsurgeon.formats.param_any import is_param_bin, read_param
+from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.rewrite.driver import ApplyReport, apply_graph, run_pass, run_rule
@@ -137,11 +138,15 @@ def run_apply(
     with AtomicGroup() as group:
         for run in runs:
             base = Path(folder) / Path(run.source.param).name
-            write_param_text(run.graph, base, group)
+            if is_param_bin(run.source.param):  # keep the input's form: a .param.bin stays binary
+                write_param_bin(run.graph, base, group)
+            else:
+                write_param_text(run.graph, base, group)
             if run.source.bin is not None:
                 records = write_bin(run.graph, Path(folder) / Path(run.source.bin).name, group)
                 run.bytes_after = records[-1].offset + records[-1].nbytes if records else 0
-            sidecar = base.with_name(base.name.removesuffix(".param") + ".gsurg.json")
+            stem = base.name.removesuffix(".bin").removesuffix(".param")
+            sidecar = base.with_name(stem + ".gsurg.json")
             atomic_write_bytes(sidecar, _provenance(rf, rule_path, run).encode("utf-8"), group)
     return runs
 
