@@ -26,15 +26,20 @@ def test_help_lists_the_commands() -> None:
 
 def test_readme_quick_start_command_runs_and_the_model_still_computes(tmp_path: Path) -> None:
     readme = (REPO / "README.md").read_text()
-    assert "gsurg fmt examples/quickstart/mlp.param --bin examples/quickstart/mlp.bin" in readme
-    out_param, out_bin = tmp_path / "mlp.param", tmp_path / "mlp.bin"
-    argv = ["fmt", str(QUICK / "mlp.param"), "--bin", str(QUICK / "mlp.bin"), "-o", str(out_param)]
-    assert main([*argv, "--out-bin", str(out_bin)]) == 0
-    assert out_bin.read_bytes() == (QUICK / "mlp.bin").read_bytes()
-    x = np.linspace(-1, 1, 16, dtype=np.float32)
+    command = (
+        "gsurg apply rules/matmul-weight-slots.yaml examples/quickstart/mlp.param "
+        "--bin examples/quickstart/mlp.bin --out out"
+    )
+    assert command in readme
+    out = tmp_path / "out"
+    argv = command.split()[1:]
+    argv = [str(REPO / a) if a.startswith(("rules/", "examples/")) else a for a in argv]
+    assert main([*argv[:-1], str(out)]) == 0
+    assert "Gemm mm 1 1 1 2 2=0 3=0 4=0 5=1 6=0 7=0 8=10 9=32 10=-1" in (out / "mlp.param").read_text()
+    x = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
     ref = run(fp32_net(QUICK / "mlp.param", QUICK / "mlp.bin"), {"in0": x}, ["out0"])["out0"]
-    got = run(fp32_net(out_param, out_bin), {"in0": x}, ["out0"])["out0"]
-    assert ref.shape == (10,) and abs(float(ref.sum()) - 1.0) < 1e-5
+    got = run(fp32_net(out / "mlp.param", out / "mlp.bin"), {"in0": x}, ["out0"])["out0"]
+    assert ref.shape == (4, 10) and np.allclose(ref.sum(axis=1), 1.0, atol=1e-5)
     assert got.tobytes() == ref.tobytes()
 
 
@@ -42,16 +47,17 @@ def test_param_bin_output_runs_in_ncnn_like_the_text_form(tmp_path: Path) -> Non
     pbin = tmp_path / "mlp.param.bin"
     assert main(["fmt", str(QUICK / "mlp.param"), "-o", str(pbin), "-q"]) == 0
     net = fp32_net(pbin, QUICK / "mlp.bin", binary_param=True)
-    x = np.linspace(-1, 1, 16, dtype=np.float32)
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(4, 16)
     text_ref = run(fp32_net(QUICK / "mlp.param", QUICK / "mlp.bin"), {"in0": x}, ["out0"])["out0"]
-    with net.create_extractor() as ex:  # no names in the binary form: blobs by index (out0 is the 6th)
+    with net.create_extractor() as ex:  # no names in the binary form: blobs by index (out0 is the 5th)
         ex.input(0, ncnn.Mat(x).clone())
-        ret, mat = ex.extract(5)
+        ret, mat = ex.extract(4)
     assert ret == 0
     assert np.array(mat).tobytes() == text_ref.tobytes()
     back = tmp_path / "back.param"
     assert main(["fmt", str(pbin), "-o", str(back), "-q"]) == 0
     assert "InnerProduct InnerProduct_1 1 1 0 1 0=32 1=1 2=512 9=1" in back.read_text()
+    assert "MatMul MatMul_3 2 1 1 2 3 0=0" in back.read_text()
 
 
 def test_inputs_are_never_overwritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,14 +84,11 @@ def test_json_report_lists_every_weight_with_its_offset(
     assert main([*argv, "--out-bin", str(tmp_path / "m.bin"), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     weights = report["weights"]
-    # by hand: fc1 W 32x16 fp16 = 4 + 1024; bias 32 raw = 128; fc2 W 32x32 = 4 + 2048; bias 128; fc3 W 10x32
+    # by hand: fc1 W 32x16 fp16 = 4 + 1024; bias 32 raw = 128; MemoryData 32x10 raw (untagged) = 1280
     assert [(w["layer"], w["slot"], w["offset"]) for w in weights] == [
         ("fc1", "weight", 0),
         ("fc1", "bias", 1028),
-        ("fc2", "weight", 1156),
-        ("fc2", "bias", 3208),
-        ("fc3", "weight", 3336),
-        ("fc3", "bias", 3980),
+        ("proj", "data", 1156),
     ]
     assert weights[0]["view"] == [32, 16] and weights[0]["storage"] == "fp16"
     assert weights[-1]["offset"] + weights[-1]["nbytes"] == (QUICK / "mlp.bin").stat().st_size
