@@ -305,3 +305,49 @@ def test_a_param_bin_input_is_written_back_binary(tmp_path: Path) -> None:
     back = tmp_path / "back.param"
     assert main(["fmt", str(out / "m.param.bin"), "-o", str(back), "-q"]) == 0
     assert "ReLU ReLU_1 1 1 0 1 0=0.5" in back.read_text()
+
+
+@pytest.mark.parametrize(
+    ("rule", "where", "what"),
+    [
+        (
+            "match: {type: ReLU, name: '('}\n        expect: {min: 0}\n        do: [{remove: true}]",
+            ":7:",
+            "regular",
+        ),
+        (
+            "match: {pattern: 'ReLU %r 1 1 %x'}\n        expect: {min: 0}\n        do: [{remove: true}]",
+            ":7:",
+            "blob",
+        ),
+        (
+            "match: {pattern: 'ReLU %r 1 1 * *', where: ['r +']}\n        expect: {min: 0}\n"
+            "        do: [{remove: true}]",
+            ":7:",
+            "expression 'r +'",
+        ),
+        (
+            "match: {type: ReLU}\n        expect: {min: 0}\n        do: [{sett: {slope: 1}}]",
+            ":9:",
+            "an action is one of",
+        ),
+    ],
+)
+def test_bad_rules_are_reported_at_load_with_their_line(
+    rule: str, where: str, what: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = HEAD + "      - name: r\n        " + rule + "\n"
+    code, _ = _apply(tmp_path, text, CHAIN)
+    assert code == 2
+    line = err_line(capsys)
+    assert f"r.yaml{where}" in line and what in line, line
+
+
+def test_a_wrongly_typed_set_value_is_one_line_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = HEAD + "      - name: r\n        match: {type: ReLU}\n        expect: {min: 1}\n"
+    text += "        do: [{set: {slope: abc}}]\n"
+    code, _ = _apply(tmp_path, text, CHAIN)
+    assert code == 2
+    assert err_line(capsys) == "gsurg: error: rule r: layer a: 'abc' is not a valid float for ReLU.slope"

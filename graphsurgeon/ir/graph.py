@@ -86,7 +86,12 @@ class Layer:
     def set(self, name: str, value: Any) -> None:
         """Set param ``name``, typed as the catalog says."""
         pspec = self._require_spec().param(name)
-        self.params[pspec.id] = Param.of(pspec.type, value)
+        try:
+            self.params[pspec.id] = Param.of(pspec.type, value)
+        except (TypeError, ValueError):
+            raise CatalogError(
+                f"layer {self.name}: {value!r} is not a valid {pspec.type.value} for {self.type}.{name}"
+            ) from None
 
     def unset(self, name: str) -> None:
         """Remove param ``name`` so the layer sees its default."""

@@ -11,17 +11,50 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
+from graphsurgeon.errors import GsurgError
 from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, load_located
+from graphsurgeon.schema.expr import compile_expr
 
-_SPECIFIC = {"value_error", "extra_forbidden", "missing", "literal_error", "string_pattern_mismatch"}
+#: Error kinds in the order they explain a union best: a validator's own message, then a wrong literal or
+#: pattern, then a missing or an unexpected key; plain type errors ("not an int") come last.
+_SPECIFIC = ("value_error", "literal_error", "string_pattern_mismatch", "missing", "extra_forbidden")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 ParamValue = int | float | str | list[int] | list[float]
+
+
+_ACTION_KEYS = (
+    "set",
+    "unset",
+    "remove",
+    "rename",
+    "weight",
+    "axis_from_torch",
+    "rewire",
+    "rename_blob",
+    "replace",
+    "insert",
+    "move_weight",
+)
+
+
+def _has(value: Any, key: str) -> bool:
+    return (
+        key in value if isinstance(value, dict) else hasattr(value, key) and getattr(value, key) is not None
+    )
+
+
+def _action_kind(value: Any) -> str | None:
+    """Which action a ``do`` entry is, by the key it uses (None: no known key, a clear error follows)."""
+    for key in _ACTION_KEYS:
+        if _has(value, key):
+            return key
+    return None
 
 
 class _Strict(BaseModel):
@@ -65,7 +98,23 @@ class Selector(_Strict):
 
     type: str | list[str] | None = None
     name: str | None = Field(default=None, description="a regular expression the whole layer name must match")
-    params: dict[str, ParamValue | ParamTest] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _regex(self) -> Selector:
+        if self.name is not None:
+            try:
+                re.compile(self.name)
+            except re.error as err:
+                raise ValueError(f"name {self.name!r} is not a valid regular expression: {err}") from None
+        return self
+
+    params: dict[
+        str,
+        Annotated[
+            Annotated[ParamValue, Tag("value")] | Annotated[ParamTest, Tag("test")],
+            Discriminator(lambda v: "test" if isinstance(v, dict | ParamTest) else "value"),
+        ],
+    ] = Field(default_factory=dict)
     producer: Selector | None = Field(default=None, description="the layer producing input 0")
     consumer: Selector | None = Field(default=None, description="some layer reading output 0")
 
@@ -222,13 +271,44 @@ class PatternSpec(_Strict):
     pattern: str
     where: list[str] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _compiles(self) -> PatternSpec:
+        from graphsurgeon.formats.param_text import parse_pattern_lines  # the grammar, loaded on first use
+
+        try:
+            if not parse_pattern_lines(self.pattern, path="pattern"):
+                raise ValueError("the pattern has no layer lines")
+            for expr in self.where:
+                compile_expr(expr)
+        except GsurgError as err:
+            raise ValueError(str(err)) from None
+        return self
+
 
 class Rule(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
-    match: Selector | PatternSpec
+    match: Annotated[
+        Annotated[Selector, Tag("selector")] | Annotated[PatternSpec, Tag("pattern")],
+        Discriminator(lambda v: "pattern" if _has(v, "pattern") else "selector"),
+    ]
     expect: Expect
-    do: list[Action] = Field(min_length=1)
+    do: list[
+        Annotated[
+            Annotated[SetAction, Tag("set")]
+            | Annotated[UnsetAction, Tag("unset")]
+            | Annotated[RemoveAction, Tag("remove")]
+            | Annotated[RenameAction, Tag("rename")]
+            | Annotated[WeightAction, Tag("weight")]
+            | Annotated[AxisAction, Tag("axis_from_torch")]
+            | Annotated[RewireAction, Tag("rewire")]
+            | Annotated[RenameBlobAction, Tag("rename_blob")]
+            | Annotated[ReplaceAction, Tag("replace")]
+            | Annotated[InsertAction, Tag("insert")]
+            | Annotated[MoveWeightAction, Tag("move_weight")],
+            Discriminator(_action_kind),
+        ]
+    ] = Field(min_length=1)
 
 
 class PassStep(_Strict):
@@ -247,7 +327,12 @@ class PassStep(_Strict):
 class GraphSpec(_Strict):
     input: str = Field(default="model", description="which entry of `inputs` this graph rewrites")
     interface: list[str] = Field(default_factory=list, description="blob names no rule may remove or rename")
-    rules: list[Rule | PassStep] = Field(default_factory=list)
+    rules: list[
+        Annotated[
+            Annotated[Rule, Tag("rule")] | Annotated[PassStep, Tag("pass")],
+            Discriminator(lambda v: "pass" if _has(v, "pass") or _has(v, "pass_") else "rule"),
+        ]
+    ] = Field(default_factory=list)
 
 
 class Outputs(_Strict):
@@ -319,11 +404,16 @@ def load_rule_file(path: str, overrides: dict[str, str] | None = None, text: str
     except ValidationError as err:
         errors = err.errors()
         # in a union, a validator's or schema's own complaint says more than "not an int"
-        specific = [e for e in errors if e["type"] in _SPECIFIC]
-        first = (specific or errors)[0]
+        rank = {kind: i for i, kind in enumerate(_SPECIFIC)}
+        first = min(errors, key=lambda e: rank.get(e["type"], len(rank)))
         loc = _data_path(data, tuple(first["loc"]))
         field = ".".join(str(p) for p in loc) or "(top level)"
-        raise RuleFileError(f"{src.where(loc)}: {field}: {first['msg']}") from None
+        message = first["msg"]
+        if first["type"] == "union_tag_not_found" and loc and loc[-2:-1] == ("do",):
+            message = f"an action is one of {', '.join(_ACTION_KEYS)}"
+        elif first["type"] == "union_tag_not_found":
+            message = "not a form this field takes"
+        raise RuleFileError(f"{src.where(loc)}: {field}: {message}") from None
 
 
 def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -341,5 +431,6 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
             continue  # a union member's name, or a field the user did not write
         else:
             break
-    missing = loc[len(loc) - 1] if loc and loc[-1] not in path else None
-    return (*path, missing) if isinstance(missing, str) and missing[:1].islower() else tuple(path)
+    last = loc[-1] if loc else None
+    is_key = isinstance(last, str) and re.fullmatch(r"[a-z_][A-Za-z0-9_]*", last) is not None
+    return (*path, last) if is_key and last not in path else tuple(path)
