@@ -86,3 +86,19 @@ def test_gqa_native_removes_every_kv_repeat_and_feeds_sdpa_the_grouped_heads(
         assert key is not None and key.type == "RotaryEmbed"
         assert value is not None and value.type == "Permute"
     assert main(["lint", str(out / param.name)]) == 0
+
+
+def test_explain_says_what_happened_from_every_candidate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tmp_path / "m.param"
+    model.write_text(
+        "7767517\n6 6\nInput in 0 1 x\nExpandDims e0 1 1 x a -23303=1,0\nExpandDims e1 1 1 x b -23303=1,1\n"
+        "Tile t 1 1 b c -23302=4,1,2,1,1\nReLU r 1 1 c y\nReLU r2 1 1 a z\n"
+    )
+    rules = REPO / "rules" / "gqa-native.yaml"
+    assert main(["apply", str(rules), str(model), "--explain", "drop-kv-repeat"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "  no    ExpandDims e0: line 1: param 3 is (0,)",
+        "  no    ExpandDims e1: lines 1-2 fit; no layer fits line 3 (Reshape %merge)",
+    ]

@@ -19,8 +19,7 @@ from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.rewrite.driver import ApplyReport, apply_graph, run_pass, run_rule
-from graphsurgeon.rewrite.pattern import best_partial as pattern_best_partial
-from graphsurgeon.rewrite.pattern import compile_pattern, find_pattern
+from graphsurgeon.rewrite.pattern import compile_pattern, explain_pattern
 from graphsurgeon.rewrite.rulefile import ModelInput, PassStep, PatternSpec, Rule, RuleFile, load_rule_file
 from graphsurgeon.rewrite.select import explain
 
@@ -82,10 +81,9 @@ def explain_rule(
                 lines = [f"rule {rule_name} on graph {gname} ({rule.expect.describe()} expected):"]
                 if isinstance(rule.match, PatternSpec):
                     pattern = compile_pattern(rule.match.pattern, rule.match.where, path=f"rule {rule_name}")
-                    for m in find_pattern(graph, pattern):
-                        caps = " ".join(f"{k}={v}" for k, v in m.captures.items())
-                        lines.append(f"  MATCH {', '.join(x.name for x in m.layers)}: {caps}")
-                    lines.append(f"  best partial: {pattern_best_partial(graph, pattern)}")
+                    for layer, verdict in explain_pattern(graph, pattern):
+                        mark = "MATCH" if verdict.startswith("matched") else "no   "
+                        lines.append(f"  {mark} {layer.type} {layer.name}: {verdict}")
                     return "\n".join(lines)
                 for v in explain(graph, rule.match):
                     mark = "MATCH" if v.matched else "no   "

@@ -206,3 +206,68 @@ def best_partial(graph: Graph, pattern: Pattern) -> str | None:
     names = ", ".join(layer.name for layer in layers)
     nxt = pattern.lines[got]
     return f"layers {names} matched lines 1-{got}; no layer fits line {got + 1} ({nxt.type} {nxt.name})"
+
+
+def _why_not(layer: Layer, pat: LayerLine) -> str:
+    """Why ``layer`` does not fit pattern line ``pat`` on its own (first failing test)."""
+    if len(layer.inputs) != len(pat.bottoms) or len(layer.outputs) != len(pat.tops):
+        have, want = (
+            f"{len(layer.inputs)} in / {len(layer.outputs)} out",
+            f"{len(pat.bottoms)} / {len(pat.tops)}",
+        )
+        return f"has {have}, the line {want}"
+    for pid in pat.params:
+        if not _params_ok(layer, LayerLine(pat.type, ANY, [], [], {pid: pat.params[pid]}, pat.line), {}):
+            try:
+                seen = _seen_value(layer, pid)
+            except CatalogError:
+                seen = "unreadable"
+            return f"param {pid} is {seen!r}"
+    return "its names or blobs do not fit"
+
+
+def explain_pattern(graph: Graph, pattern: Pattern) -> list[tuple[Layer, str]]:
+    """Every layer of the first line's type, with what happened from it: the match it starts, how far a
+    match from it got, or why it does not fit line 1."""
+    starts = {id(m.layers[0]): m for m in find_pattern(graph, pattern)}
+    first = pattern.lines[0]
+    out: list[tuple[Layer, str]] = []
+    for layer in graph.layers:
+        if first.type != ANY and layer.type != first.type:
+            continue
+        if id(layer) in starts:
+            out.append((layer, "matched: " + ", ".join(x.name for x in starts[id(layer)].layers)))
+            continue
+        if not _fits(layer, first, {}):
+            out.append((layer, f"line 1: {_why_not(layer, first)}"))
+            continue
+        reached = _deepest_from(graph, pattern, layer)
+        if reached == len(pattern.lines):
+            out.append((layer, "every line fits, but a where constraint fails or its layers are taken"))
+        else:
+            nxt = pattern.lines[reached]
+            out.append(
+                (layer, f"lines 1-{reached} fit; no layer fits line {reached + 1} ({nxt.type} {nxt.name})")
+            )
+    return out
+
+
+def _deepest_from(graph: Graph, pattern: Pattern, start: Layer) -> int:
+    best = 1
+
+    def walk(i: int, chosen: list[Layer], caps: dict[str, Any]) -> None:
+        nonlocal best
+        best = max(best, i)
+        if i == len(pattern.lines):
+            return
+        for layer in _candidates(graph, pattern.lines[i], caps):
+            if any(layer is c for c in chosen):
+                continue
+            trial = dict(caps)
+            if _fits(layer, pattern.lines[i], trial):
+                walk(i + 1, [*chosen, layer], trial)
+
+    caps: dict[str, Any] = {}
+    _fits(start, pattern.lines[0], caps)
+    walk(1, [start], caps)
+    return best
