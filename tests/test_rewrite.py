@@ -351,3 +351,19 @@ def test_a_wrongly_typed_set_value_is_one_line_not_a_traceback(
     code, _ = _apply(tmp_path, text, CHAIN)
     assert code == 2
     assert err_line(capsys) == "gsurg: error: rule r: layer a: 'abc' is not a valid float for ReLU.slope"
+
+
+def test_a_rule_file_can_name_its_own_inputs(tmp_path: Path) -> None:
+    write(tmp_path, "dec.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\nvars: {dir: nowhere}\ninputs:\n  dec: {param: '${dir}/dec.param'}\n"
+        "graphs:\n  g:\n    input: dec\n    interface: [x, out]\n    rules:\n"
+        "      - name: drop\n        match: {type: Noop}\n        expect: {count: 1}\n"
+        "        do: [{remove: true}]\n"
+        "outputs: {dir: '${dir}/out'}\n",
+    )
+    assert main(["apply", str(rules), "--set", f"dir={tmp_path}"]) == 0  # no model on the command line
+    assert "Noop" not in (tmp_path / "out" / "dec.param").read_text()
+    assert (tmp_path / "out" / "dec.gsurg.json").exists()
