@@ -26,7 +26,7 @@ from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.weights import Storage
 from graphsurgeon.rewrite.apply import explain_rule, parse_sets, run_apply, summary
-from graphsurgeon.rewrite.rulefile import json_schema as rules_json_schema
+from graphsurgeon.rewrite.loader import json_schema as rules_json_schema
 from graphsurgeon.synth import synthesize_weights
 
 

@@ -19,8 +19,9 @@ from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.rewrite.driver import ApplyReport, apply_graph, run_pass, run_rule
+from graphsurgeon.rewrite.loader import load_rule_file
 from graphsurgeon.rewrite.pattern import compile_pattern, explain_pattern
-from graphsurgeon.rewrite.rulefile import ModelInput, PassStep, PatternSpec, Rule, RuleFile, load_rule_file
+from graphsurgeon.rewrite.rulefile import ModelInput, PassStep, PatternSpec, Rule, RuleFile
 from graphsurgeon.rewrite.select import explain
 
 

@@ -180,24 +180,31 @@ def find_pattern(graph: Graph, pattern: Pattern, exclude: set[int] | None = None
     return found
 
 
-def best_partial(graph: Graph, pattern: Pattern) -> str | None:
-    """How far the best attempt got: 'layer X matched line 1, no layer fits line 2 (Tile …)'."""
-    best: tuple[int, list[Layer]] = (0, [])
+def _deepest(graph: Graph, pattern: Pattern, chosen: list[Layer], caps: dict[str, Any]) -> list[Layer]:
+    """The longest run of layers fitting the pattern's lines in order, extending ``chosen`` (which fits the
+    first ``len(chosen)`` lines with captures ``caps``); where-constraints are not checked."""
+    best = list(chosen)
 
-    def walk(i: int, chosen: list[Layer], caps: dict[str, Any]) -> None:
+    def walk(current: list[Layer], bound: dict[str, Any]) -> None:
         nonlocal best
-        if i > best[0]:
-            best = (i, list(chosen))
+        if len(current) > len(best):
+            best = list(current)
+        i = len(current)
         if i == len(pattern.lines):
             return
-        for layer in _candidates(graph, pattern.lines[i], caps):
-            if any(layer is c for c in chosen):
-                continue
-            trial = dict(caps)
-            if _fits(layer, pattern.lines[i], trial):
-                walk(i + 1, [*chosen, layer], trial)
+        for layer in _candidates(graph, pattern.lines[i], bound):
+            trial = dict(bound)
+            if not any(layer is c for c in current) and _fits(layer, pattern.lines[i], trial):
+                walk([*current, layer], trial)
 
-    walk(0, [], {})
+    walk(list(chosen), dict(caps))
+    return best
+
+
+def best_partial(graph: Graph, pattern: Pattern) -> str | None:
+    """How far the best attempt got: 'layer X matched line 1, no layer fits line 2 (Tile …)'."""
+    layers = _deepest(graph, pattern, [], {})
+    best = (len(layers), layers)
     got, layers = best
     if got == len(pattern.lines):
         return "every line matched but a where constraint failed"
@@ -253,21 +260,6 @@ def explain_pattern(graph: Graph, pattern: Pattern) -> list[tuple[Layer, str]]:
 
 
 def _deepest_from(graph: Graph, pattern: Pattern, start: Layer) -> int:
-    best = 1
-
-    def walk(i: int, chosen: list[Layer], caps: dict[str, Any]) -> None:
-        nonlocal best
-        best = max(best, i)
-        if i == len(pattern.lines):
-            return
-        for layer in _candidates(graph, pattern.lines[i], caps):
-            if any(layer is c for c in chosen):
-                continue
-            trial = dict(caps)
-            if _fits(layer, pattern.lines[i], trial):
-                walk(i + 1, [*chosen, layer], trial)
-
     caps: dict[str, Any] = {}
     _fits(start, pattern.lines[0], caps)
-    walk(1, [start], caps)
-    return best
+    return len(_deepest(graph, pattern, [start], caps))
