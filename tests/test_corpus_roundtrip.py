@@ -112,6 +112,7 @@ def test_synth_bin_loads_in_ncnn_and_four_bytes_less_does_not(param: Path, tmp_p
     os.truncate(out, size - 4)
     with pytest.raises(RuntimeError, match="rejected"):
         fp32_net(param, out, custom)
+    out.unlink()  # the LLM decoders' weights are gigabytes; pytest keeps its last temp folders
 
 
 def test_synth_bin_is_deterministic(tmp_path: Path, corpus: Path) -> None:
