@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from page_cache import drop_from_page_cache
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
 QWEN_PARAM = CORPUS / "llm" / "qwen3_0.6b_decoder.ncnn.param"
@@ -283,14 +285,8 @@ def child_compare(a: str, b: str) -> None:
 
 
 def child_evict(*paths: str) -> None:
-    """Drop the files' clean pages from the page cache (POSIX_FADV_DONTNEED; no privileges needed)."""
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+    """Drop the files' clean pages from the page cache."""
+    drop_from_page_cache(*paths)
     emit_result({})
 
 

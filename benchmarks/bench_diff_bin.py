@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from page_cache import drop_from_page_cache
+
 MAGIC = 7767517
 GB = 1e9
 MIN_FREE = 6 * GB
@@ -126,13 +128,7 @@ def perturb(path: Path, dim: int, edits: list[tuple[int, int, float]]) -> list[d
 
 
 def evict(*paths: Path) -> None:
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+    drop_from_page_cache(*paths)
 
 
 def bench_case(label: str, a: Path, b: Path, size: int, cold: bool) -> dict[str, Any]:

@@ -50,6 +50,7 @@ import numpy as np
 from graphsurgeon.formats.model_bin import walk_bin
 from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.ir.graph import Blob, Graph, Layer
+from tests.oracle import fp32_net
 
 __all__ = [
     "MASKED",
@@ -338,23 +339,12 @@ def _mat_2d(arr: np.ndarray) -> ncnn.Mat:
 
 
 def load_fp32_net(param: PathLike, model: PathLike, *, num_threads: int = 1) -> ncnn.Net:
-    """Load with fp16/bf16 storage, fp16 arithmetic and packing off, like ``tests/oracle.fp32_net``, but with
-    ``num_threads`` set before loading (Gemm packs its weights for the load-time thread count)."""
-    net = ncnn.Net()
-    opt = net.opt
-    opt.use_fp16_storage = False
-    opt.use_fp16_packed = False
-    opt.use_fp16_arithmetic = False
-    opt.use_bf16_storage = False
-    opt.use_packing_layout = False
-    opt.num_threads = num_threads
-    if net.load_param(os.fspath(param)) != 0:
-        net.clear()
-        raise KVHarnessError(f"ncnn rejected the param {os.fspath(param)}")
-    if net.load_model(os.fspath(model)) != 0:
-        net.clear()
-        raise KVHarnessError(f"ncnn could not load the weights {os.fspath(model)} for {os.fspath(param)}")
-    return net
+    """``tests/oracle.fp32_net`` (exact fp32 options, threads set before loading), failing with
+    KVHarnessError."""
+    try:
+        return fp32_net(Path(param), Path(model), num_threads=num_threads)
+    except RuntimeError as err:
+        raise KVHarnessError(str(err)) from None
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,15 @@ def _keep_alive_layer() -> ncnn.Layer:
 
 
 def fp32_net(
-    param: Path, model: Path, custom_no_weight_types: tuple[str, ...] = (), *, binary_param: bool = False
+    param: Path,
+    model: Path,
+    custom_no_weight_types: tuple[str, ...] = (),
+    *,
+    binary_param: bool = False,
+    num_threads: int = 1,
 ) -> ncnn.Net:
-    """Load a net with fp16/bf16 storage, packing and arithmetic off (bit-exact fp32 on x86)."""
+    """Load a net with fp16/bf16 storage, packing and arithmetic off (bit-exact fp32 on x86). The thread
+    count is set before loading: Gemm packs its weights for the load-time count."""
     net = ncnn.Net()
     opt = net.opt
     opt.use_fp16_storage = False
@@ -29,13 +35,15 @@ def fp32_net(
     opt.use_fp16_arithmetic = False
     opt.use_bf16_storage = False
     opt.use_packing_layout = False
-    opt.num_threads = 1
+    opt.num_threads = num_threads
     for layer_type in custom_no_weight_types:
         net.register_custom_layer(layer_type, _keep_alive_layer, lambda layer: None)
     load_param = net.load_param_bin if binary_param else net.load_param
     if load_param(str(param)) != 0:
+        net.clear()
         raise RuntimeError(f"ncnn rejected {param}")
     if net.load_model(str(model)) != 0:
+        net.clear()
         raise RuntimeError(f"ncnn rejected {model}")
     return net
 

@@ -219,12 +219,6 @@ class Weight:
             out = table[f.array("u1", body + 1024, n)]
         return out.reshape(self.shape)
 
-    def encoded(self) -> bytes:
-        """The exact bytes this weight's record occupies in a .bin (tag, payload, padding)."""
-        if self.region is not None:
-            return self.region.file.read(self.region.offset, self.region.nbytes)
-        return b"".join(bytes(chunk) for chunk in encode_chunks(self.numpy(), self.storage))
-
 
 def encode_chunks(values: np.ndarray, storage: Storage) -> list[bytes | memoryview]:
     """Encode new values as one record — tag (if tagged), payload, zero padding to 4 bytes — as pieces to

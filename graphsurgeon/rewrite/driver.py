@@ -11,7 +11,7 @@ from typing import Any
 from graphsurgeon.check.findings import Finding, Level
 from graphsurgeon.check.lint import lint_graph
 from graphsurgeon.errors import GsurgError
-from graphsurgeon.ir.graph import Graph
+from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.passes import (
     extract_subgraph,
     insert_splits,
@@ -20,9 +20,9 @@ from graphsurgeon.ir.passes import (
     toposort,
 )
 from graphsurgeon.rewrite.actions import ActionContext, apply_action
+from graphsurgeon.rewrite.pattern import Pattern, compile_pattern, find_pattern
 from graphsurgeon.rewrite.pattern import best_partial as pattern_best_partial
-from graphsurgeon.rewrite.pattern import compile_pattern, find_pattern
-from graphsurgeon.rewrite.rulefile import GraphSpec, PassStep, PatternSpec, Rule
+from graphsurgeon.rewrite.rulefile import GraphSpec, PassStep, PatternSpec, Rule, Selector
 from graphsurgeon.rewrite.select import best_partial, captures, find
 
 MAX_ITERATIONS = 100
@@ -66,6 +66,32 @@ def _errors(findings: list[Finding]) -> set[tuple[str, str | None, str]]:
     return {(f.check, f.layer, f.message) for f in findings if f.level is Level.ERROR}
 
 
+@dataclass
+class _Match:
+    layers: list[Layer]  # every layer matched; actions act on layers[0] unless they name a capture
+    captures: dict[str, Any]  # captured values (blob and layer names, param values)
+    targets: dict[str, Layer]  # layers an action may name with `layer:`
+
+
+def _selector_matches(graph: Graph, selector: Selector) -> list[_Match]:
+    out = []
+    for layer in find(graph, selector):
+        out.append(_Match([layer], dict(captures(layer, selector)), {layer.name: layer}))
+    return out
+
+
+def _pattern_matches(graph: Graph, pattern: Pattern) -> list[_Match]:
+    out = []
+    for m in find_pattern(graph, pattern):
+        targets = {
+            line.name[1:]: layer
+            for line, layer in zip(pattern.lines, m.layers, strict=True)
+            if line.name.startswith("%")
+        }
+        out.append(_Match(list(m.layers), dict(m.captures), targets))
+    return out
+
+
 def run_rule(
     graph: Graph,
     rule: Rule,
@@ -73,107 +99,89 @@ def run_rule(
     report: ApplyReport,
     checkpoints: dict[str, Any] | None = None,
 ) -> RuleOutcome:
-    if isinstance(rule.match, PatternSpec):
-        return _run_pattern_rule(graph, rule, rule.match, interface, report, checkpoints or {})
-    selector = rule.match
-    for action in rule.do:
-        if action.layer is not None:
+    """Apply the rule to every match, once, until no new match appears (within MAX_ITERATIONS), then check
+    ``expect`` against the number of matches. For a pattern rule an action acts on the layer its ``layer``
+    capture names (default: the layer matching the first pattern line)."""
+    spec = rule.match
+    if isinstance(spec, PatternSpec):
+        try:
+            pattern = compile_pattern(spec.pattern, spec.where, path=f"rule {rule.name} pattern")
+        except GsurgError as err:
+            raise RuleFailed(str(err)) from None
+
+        def matches() -> list[_Match]:
+            return _pattern_matches(graph, pattern)
+
+        def closest() -> str | None:
+            return pattern_best_partial(graph, pattern)
+
+        unit = "time(s)"
+    else:
+        selector = spec
+        if any(action.layer is not None for action in rule.do):
             raise RuleFailed(
                 f"rule {rule.name}: `layer` names a pattern capture, but this rule matches a selector"
             )
-    done: set[int] = set()
+
+        def matches() -> list[_Match]:
+            return _selector_matches(graph, selector)
+
+        def closest() -> str | None:
+            partial = best_partial(graph, selector)
+            return f"layer {partial.layer.name} ({partial.reason})" if partial else None
+
+        unit = "layer(s)"
+    seen: set[tuple[int, ...]] = set()
+    held: list[Layer] = []  # keeps matched layers alive, so their ids are never reused by new ones
     iterations = 0
     while True:
-        fresh = [layer for layer in find(graph, selector) if id(layer) not in done]
-        if not fresh:
-            break
-        iterations += 1
-        if iterations > MAX_ITERATIONS:
-            raise RuleFailed(f"rule {rule.name}: did not converge after {MAX_ITERATIONS} iterations")
-        for layer in fresh:
-            done.add(id(layer))
-            caps = captures(layer, selector)
-            ctx = ActionContext(
-                interface,
-                caps,
-                checkpoints or {},
-                matched=[layer],
-                layers={layer.name: layer},
-                values=dict(caps),
-            )
-            for action in rule.do:
-                what = _act(graph, layer, action, ctx, rule.name)
-                report.provenance.setdefault(layer.name, []).append(f"{rule.name}: {what}")
-    matched = len(done)
-    if not rule.expect.allows(matched):
-        partial = (
-            best_partial(graph, selector) if matched < (rule.expect.count or rule.expect.min or 0) else None
-        )
-        hint = f"; closest miss: layer {partial.layer.name} ({partial.reason})" if partial else ""
-        raise RuleFailed(
-            f"rule {rule.name}: matched {matched} layer(s), expected {rule.expect.describe()}{hint}"
-        )
-    return RuleOutcome(rule.name, matched, iterations)
-
-
-def _run_pattern_rule(
-    graph: Graph,
-    rule: Rule,
-    spec: PatternSpec,
-    interface: set[str],
-    report: ApplyReport,
-    checkpoints: dict[str, Any],
-) -> RuleOutcome:
-    """Every non-overlapping match, once, until no new one appears; actions act on the layer their ``layer``
-    capture names (default: the layer matching the first pattern line)."""
-    try:
-        pattern = compile_pattern(spec.pattern, spec.where, path=f"rule {rule.name} pattern")
-    except GsurgError as err:
-        raise RuleFailed(str(err)) from None
-    seen: set[tuple[str, ...]] = set()
-    iterations = matched = 0
-    while True:
-        fresh = [m for m in find_pattern(graph, pattern) if tuple(x.name for x in m.layers) not in seen]
+        fresh = [m for m in matches() if tuple(id(x) for x in m.layers) not in seen]
         if not fresh:
             break
         iterations += 1
         if iterations > MAX_ITERATIONS:
             raise RuleFailed(f"rule {rule.name}: did not converge after {MAX_ITERATIONS} iterations")
         for match in fresh:
-            seen.add(tuple(x.name for x in match.layers))
-            by_capture = {
-                line.name[1:]: layer
-                for line, layer in zip(pattern.lines, match.layers, strict=True)
-                if line.name.startswith("%")
-            }
-            ctx = ActionContext(
-                interface,
-                {k: str(v) for k, v in match.captures.items()},
-                checkpoints,
-                matched=list(match.layers),
-                layers=dict(by_capture),
-                values=dict(match.captures),
-            )
-            for action in rule.do:
-                target = match.layers[0]
-                if action.layer is not None:  # captured layers, or ones a replace/insert just made
-                    found = ctx.layers.get(action.layer.lstrip("%"))
-                    if found is None:
-                        raise RuleFailed(
-                            f"rule {rule.name}: `layer: {action.layer}` is not a layer capture of the pattern"
-                        )
-                    target = found
-                what = _act(graph, target, action, ctx, rule.name)
-                report.provenance.setdefault(target.name, []).append(f"{rule.name}: {what}")
-        matched += len(fresh)
+            seen.add(tuple(id(x) for x in match.layers))
+            held.extend(match.layers)
+            _apply_match(graph, rule, match, interface, report, checkpoints or {})
+    matched = len(seen)
     if not rule.expect.allows(matched):
-        hint = ""
-        if matched < (rule.expect.count or rule.expect.min or 0):
-            hint = f"; closest miss: {pattern_best_partial(graph, pattern)}"
+        miss = closest() if matched < (rule.expect.count or rule.expect.min or 0) else None
+        hint = f"; closest miss: {miss}" if miss else ""
         raise RuleFailed(
-            f"rule {rule.name}: matched {matched} time(s), expected {rule.expect.describe()}{hint}"
+            f"rule {rule.name}: matched {matched} {unit}, expected {rule.expect.describe()}{hint}"
         )
     return RuleOutcome(rule.name, matched, iterations)
+
+
+def _apply_match(
+    graph: Graph,
+    rule: Rule,
+    match: _Match,
+    interface: set[str],
+    report: ApplyReport,
+    checkpoints: dict[str, Any],
+) -> None:
+    ctx = ActionContext(
+        interface,
+        {k: str(v) for k, v in match.captures.items()},
+        checkpoints,
+        matched=list(match.layers),
+        layers=dict(match.targets),
+        values=dict(match.captures),
+    )
+    for action in rule.do:
+        target = match.layers[0]
+        if action.layer is not None:  # captured layers, or ones a replace/insert just made
+            found = ctx.layers.get(action.layer.lstrip("%"))
+            if found is None:
+                raise RuleFailed(
+                    f"rule {rule.name}: `layer: {action.layer}` is not a layer capture of the pattern"
+                )
+            target = found
+        what = _act(graph, target, action, ctx, rule.name)
+        report.provenance.setdefault(target.name, []).append(f"{rule.name}: {what}")
 
 
 def run_pass(graph: Graph, step: PassStep, interface: set[str]) -> RuleOutcome:
