@@ -149,7 +149,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
 def cmd_apply(args: argparse.Namespace) -> int:
     sets = parse_sets(args.set or [])
     if args.explain:
-        print(explain_rule(args.rules, args.explain, args.input, args.bin, sets))
+        print(explain_rule(args.rules, args.explain, args.input, args.bin, sets, strict=args.strict))
         return 0
     runs = run_apply(
         args.rules, args.input, args.bin, sets, args.out, strict=args.strict, dry_run=args.dry_run

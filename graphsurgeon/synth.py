@@ -13,7 +13,7 @@ import numpy as np
 
 from graphsurgeon.formats.model_bin import planned_loads
 from graphsurgeon.ir.graph import Graph
-from graphsurgeon.ir.weights import Storage, Weight
+from graphsurgeon.ir.weights import Storage, Weight, default_storage
 from graphsurgeon.schema.catalog import ActiveWeight
 
 
@@ -43,7 +43,7 @@ def synthesize_weights(graph: Graph, *, seed: int = 0, storage: Storage = Storag
         spec = layer.spec
         assert spec is not None
         init = next((w.init for w in spec.weights if w.name == aw.name), None)
-        slot_storage = storage if aw.load_type == 0 else Storage.RAW if aw.load_type == 1 else Storage.BYTES
+        slot_storage = storage if aw.load_type == 0 else default_storage(aw.load_type)
 
         def make(aw: ActiveWeight = aw, init: str | None = init, index: int = index) -> np.ndarray:
             return _values(aw, init, seed, index)

@@ -54,6 +54,12 @@ _STORAGE_TAGS = {
 _TAG_STORAGES = {v: k for k, v in _STORAGE_TAGS.items()}
 
 
+def default_storage(load_type: int) -> Storage:
+    """How a new weight is stored when nothing says otherwise: fp32 (tag 0) for a tagged load (type 0), raw
+    fp32 for type 1, raw bytes for the block-quantized byte loads (types 3/4/6/8)."""
+    return Storage.FP32 if load_type == 0 else Storage.RAW if load_type == 1 else Storage.BYTES
+
+
 def align4(n: int) -> int:
     return (n + 3) & ~3
 
@@ -165,7 +171,7 @@ class Weight:
     def from_array(cls, array: np.ndarray, *, load_type: int, storage: Storage | None = None) -> Weight:
         """A new weight. Default storage: fp32 (tag 0) for tagged slots, raw fp32 for type 1, bytes else."""
         if storage is None:
-            storage = Storage.FP32 if load_type == 0 else Storage.RAW if load_type == 1 else Storage.BYTES
+            storage = default_storage(load_type)
         arr = np.asarray(array)
         if storage is Storage.BYTES or storage is Storage.INT8:
             arr = np.ascontiguousarray(arr).view(np.int8 if storage is Storage.INT8 else np.uint8)

@@ -18,10 +18,10 @@ from graphsurgeon.formats.param_any import is_param_bin, read_param
 from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.ir.graph import Graph
-from graphsurgeon.rewrite.driver import ApplyReport, apply_graph, run_pass, run_rule
+from graphsurgeon.rewrite.driver import ApplyReport, apply_graph
 from graphsurgeon.rewrite.loader import load_rule_file
 from graphsurgeon.rewrite.pattern import compile_pattern, explain_pattern
-from graphsurgeon.rewrite.rulefile import ModelInput, PassStep, PatternSpec, Rule, RuleFile
+from graphsurgeon.rewrite.rulefile import ModelInput, PatternSpec, Rule, RuleFile
 from graphsurgeon.rewrite.select import explain
 
 
@@ -62,35 +62,36 @@ def _load(source: ModelInput) -> Graph:
 
 
 def explain_rule(
-    rule_path: str, rule_name: str, param: str | None, bin_path: str | None, sets: dict[str, str]
+    rule_path: str,
+    rule_name: str,
+    param: str | None,
+    bin_path: str | None,
+    sets: dict[str, str],
+    *,
+    strict: bool = False,
 ) -> str:
-    """Run the rules before ``rule_name`` and list every candidate layer's verdict for it."""
+    """Run the rules before ``rule_name`` exactly as ``apply`` would (interface and ``--strict`` checks
+    included), then list every candidate layer's verdict for it."""
     rf = load_rule_file(rule_path, sets)
     inputs = _inputs(rf, param, bin_path)
     checkpoints = {name: Checkpoint(c.path) for name, c in rf.checkpoints.items()}
     for gname, spec in rf.graphs.items():
-        names = [r.name for r in spec.rules if isinstance(r, Rule)]
-        if rule_name not in names:
+        rule = next((r for r in spec.rules if isinstance(r, Rule) and r.name == rule_name), None)
+        if rule is None:
             continue
         graph = _load(_source(inputs, gname, spec.input))
-        report = ApplyReport()
-        for rule in spec.rules:
-            if isinstance(rule, PassStep):
-                run_pass(graph, rule, set(spec.interface))
-                continue
-            if rule.name == rule_name:
-                lines = [f"rule {rule_name} on graph {gname} ({rule.expect.describe()} expected):"]
-                if isinstance(rule.match, PatternSpec):
-                    pattern = compile_pattern(rule.match.pattern, rule.match.where, path=f"rule {rule_name}")
-                    for layer, verdict in explain_pattern(graph, pattern):
-                        mark = "MATCH" if verdict.startswith("matched") else "no   "
-                        lines.append(f"  {mark} {layer.type} {layer.name}: {verdict}")
-                    return "\n".join(lines)
-                for v in explain(graph, rule.match):
-                    mark = "MATCH" if v.matched else "no   "
-                    lines.append(f"  {mark} {v.layer.type} {v.layer.name}: {v.reason}")
-                return "\n".join(lines)
-            run_rule(graph, rule, set(spec.interface), report, checkpoints)
+        apply_graph(graph, spec, strict=strict, checkpoints=checkpoints, stop_before=rule_name)
+        lines = [f"rule {rule_name} on graph {gname} ({rule.expect.describe()} expected):"]
+        if isinstance(rule.match, PatternSpec):
+            pattern = compile_pattern(rule.match.pattern, rule.match.where, path=f"rule {rule_name}")
+            for layer, verdict in explain_pattern(graph, pattern):
+                mark = "MATCH" if verdict.startswith("matched") else "no   "
+                lines.append(f"  {mark} {layer.type} {layer.name}: {verdict}")
+        else:
+            for v in explain(graph, rule.match):
+                mark = "MATCH" if v.matched else "no   "
+                lines.append(f"  {mark} {v.layer.type} {v.layer.name}: {v.reason}")
+        return "\n".join(lines)
     raise GsurgError(f"{rule_path}: no rule named {rule_name!r}")
 
 

@@ -19,7 +19,7 @@ from graphsurgeon.ir.passes import (
     remove_dead_layers,
     toposort,
 )
-from graphsurgeon.rewrite.actions import ActionContext, apply_action
+from graphsurgeon.rewrite.actions import ActionContext, ActionModel
 from graphsurgeon.rewrite.pattern import Pattern, compile_pattern, find_pattern
 from graphsurgeon.rewrite.pattern import best_partial as pattern_best_partial
 from graphsurgeon.rewrite.rulefile import GraphSpec, PassStep, PatternSpec, Rule, Selector
@@ -32,9 +32,9 @@ class RuleActionError(GsurgError):
     """An action that could not be applied; the message starts with the rule's name (exit 2)."""
 
 
-def _act(graph: Graph, layer: Any, action: Any, ctx: ActionContext, rule: str) -> str:
+def _act(graph: Graph, layer: Layer, action: ActionModel, ctx: ActionContext, rule: str) -> str:
     try:
-        return apply_action(graph, layer, action, ctx)
+        return action.run(graph, layer, ctx)
     except RuleFailed:
         raise
     except GsurgError as err:
@@ -202,9 +202,16 @@ def run_pass(graph: Graph, step: PassStep, interface: set[str]) -> RuleOutcome:
 
 
 def apply_graph(
-    graph: Graph, spec: GraphSpec, *, strict: bool = False, checkpoints: dict[str, Any] | None = None
+    graph: Graph,
+    spec: GraphSpec,
+    *,
+    strict: bool = False,
+    checkpoints: dict[str, Any] | None = None,
+    stop_before: str | None = None,
 ) -> ApplyReport:
-    """Run ``spec``'s rules in order on ``graph`` (in place)."""
+    """Run ``spec``'s rules in order on ``graph`` (in place), checking the interface after each and, with
+    ``strict``, re-linting. With ``stop_before``, return just before the rule or step of that name runs
+    (``--explain`` sees the graph that rule would see)."""
     report = ApplyReport(types_before=Counter(layer.type for layer in graph.layers))
     interface = set(spec.interface)
     missing = sorted(name for name in interface if name not in graph.blobs)
@@ -212,6 +219,8 @@ def apply_graph(
         raise RuleFailed(f"interface blob(s) {missing} are not in the input graph")
     baseline = _errors(lint_graph(graph)) if strict else set()
     for rule in spec.rules:
+        if rule.name == stop_before:
+            break
         if isinstance(rule, PassStep):
             report.outcomes.append(run_pass(graph, rule, interface))
         else:

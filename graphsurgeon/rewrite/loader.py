@@ -11,7 +11,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from graphsurgeon.rewrite.rulefile import _ACTION_KEYS, RuleFile
+from graphsurgeon.rewrite.actions import ACTION_KEYS
+from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, load_located
 
 #: Error kinds in the order they explain a union best: a validator's own message, then a wrong literal or
@@ -80,7 +81,7 @@ def load_rule_file(path: str, overrides: dict[str, str] | None = None, text: str
         field = ".".join(str(p) for p in loc) or "(top level)"
         message = first["msg"]
         if first["type"] == "union_tag_not_found" and loc and loc[-2:-1] == ("do",):
-            message = f"an action is one of {', '.join(_ACTION_KEYS)}"
+            message = f"an action is one of {', '.join(ACTION_KEYS)}"
         elif first["type"] == "union_tag_not_found":
             message = "not a form this field takes"
         raise RuleFileError(f"{src.where(loc)}: {field}: {message}") from None

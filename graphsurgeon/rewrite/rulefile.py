@@ -13,27 +13,13 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from graphsurgeon.errors import GsurgError
+from graphsurgeon.rewrite.actions import AnyAction
+from graphsurgeon.rewrite.actions.params import ParamValue
+from graphsurgeon.rewrite.strict import StrictModel
 from graphsurgeon.schema.expr import compile_expr
-
-ParamValue = int | float | str | list[int] | list[float]
-
-
-_ACTION_KEYS = (
-    "set",
-    "unset",
-    "remove",
-    "rename",
-    "weight",
-    "axis_from_torch",
-    "rewire",
-    "rename_blob",
-    "replace",
-    "insert",
-    "move_weight",
-)
 
 
 def _has(value: Any, key: str) -> bool:
@@ -42,32 +28,20 @@ def _has(value: Any, key: str) -> bool:
     )
 
 
-def _action_kind(value: Any) -> str | None:
-    """Which action a ``do`` entry is, by the key it uses (None: no known key, a clear error follows)."""
-    for key in _ACTION_KEYS:
-        if _has(value, key):
-            return key
-    return None
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelInput(_Strict):
+class ModelInput(StrictModel):
     """A model the rules read: its .param and, when weights are rewritten or checked, its .bin."""
 
     param: str
     bin: str | None = None
 
 
-class CheckpointInput(_Strict):
+class CheckpointInput(StrictModel):
     """A safetensors checkpoint (single file or sharded ``*.safetensors.index.json``) weights come from."""
 
     path: str
 
 
-class ParamTest(_Strict):
+class ParamTest(StrictModel):
     """A predicate on one param, by name: exactly one of the comparisons."""
 
     eq: ParamValue | None = None
@@ -86,7 +60,7 @@ class ParamTest(_Strict):
         return self
 
 
-class Selector(_Strict):
+class Selector(StrictModel):
     """Which layers a rule looks at: type, name regex, params by name, and what feeds or reads them."""
 
     type: str | list[str] | None = None
@@ -112,7 +86,7 @@ class Selector(_Strict):
     consumer: Selector | None = Field(default=None, description="some layer reading output 0")
 
 
-class Expect(_Strict):
+class Expect(StrictModel):
     """How many matches a rule must find; a miss fails the run with the best partial match."""
 
     count: int | None = Field(default=None, ge=0)
@@ -142,122 +116,7 @@ class Expect(_Strict):
         return " and ".join(parts)
 
 
-class SetAction(_Strict):
-    set: dict[str, ParamValue] = Field(description="params by name, typed by the layer catalog")
-    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
-
-
-class UnsetAction(_Strict):
-    unset: list[str]
-    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
-
-
-class RemoveAction(_Strict):
-    remove: Literal[True] = Field(
-        description="remove the layer, wiring its output to its input (1 in, 1 out)"
-    )
-    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
-
-
-class RenameAction(_Strict):
-    rename: str = Field(description="new layer name; {name} is the old one")
-    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
-
-
-class WeightOp(_Strict):
-    """Replace or transform one weight slot of the matched layer. ``from`` names a checkpoint tensor; its
-    ``{capture}`` fields are filled from the match (named groups of the ``name`` regex, pattern captures).
-    Without ``from`` the slot's current data is transformed. Transforms apply in order; the result is
-    stored as ``storage`` (default fp32 for tagged slots). Nothing is read until the .bin is written."""
-
-    slot: str
-    from_: str | list[str] | None = Field(
-        default=None, alias="from", description="checkpoint tensor name template, or several to concatenate"
-    )
-    concat_axis: int = Field(
-        default=0, description="with several `from` tensors: the axis they are joined on"
-    )
-    checkpoint: str | None = Field(default=None, description="entry of `checkpoints` (default: the only one)")
-    transforms: list[Any] = Field(default_factory=list, description="transpose, reshape, repeat_interleave")
-    scale: float | None = None
-    storage: Literal["fp32", "fp16", "bf16"] | None = None
-
-
-class WeightAction(_Strict):
-    weight: WeightOp
-    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
-
-
-class AxisFromTorch(_Strict):
-    """Set an axis param from a PyTorch dim, converted by graphsurgeon.layout for the tensor's torch rank
-    and batch dim (``batch: null`` when the tensor has none)."""
-
-    param: str = "axis"
-    dim: int
-    rank: int = Field(ge=1, le=5)
-    batch: int | None = 0
-
-
-class AxisAction(_Strict):
-    axis_from_torch: AxisFromTorch
-    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
-
-
-class RewireAction(_Strict):
-    """Make the input with role ``role`` (the catalog's name for that bottom, e.g. MatMul ``B``) read ``to``
-    (a blob name or a %capture)."""
-
-    rewire: dict[str, str] = Field(description="role: blob")
-    layer: str | None = Field(default=None, description="pattern rules: the %capture of the layer to act on")
-
-
-class RenameBlobAction(_Strict):
-    rename_blob: dict[str, str] = Field(description="old blob (name or %capture): new name")
-    layer: str | None = None
-
-
-class ReplaceAction(_Strict):
-    """Replace the whole matched subgraph with layer lines (captures substituted; other blob names in the
-    snippet are new and made unique). Weights of the new layers come from ``move_weight`` or ``weight``."""
-
-    replace: str
-    layer: str | None = None
-
-
-class InsertAction(_Strict):
-    """Insert layer lines before the target layer (captures substituted, new blob names made unique)."""
-
-    insert: str
-    layer: str | None = None
-
-
-class MoveWeight(_Strict):
-    from_: str = Field(alias="from", description="%capture.slot of a matched layer, e.g. %const.data")
-    to: str = Field(description="%capture.slot of the layer receiving it (a replaced-in layer's name works)")
-    storage: Literal["fp32", "fp16", "bf16"] | None = None
-
-
-class MoveWeightAction(_Strict):
-    move_weight: MoveWeight
-    layer: str | None = None
-
-
-Action = (
-    SetAction
-    | UnsetAction
-    | RemoveAction
-    | RenameAction
-    | WeightAction
-    | AxisAction
-    | RewireAction
-    | RenameBlobAction
-    | ReplaceAction
-    | InsertAction
-    | MoveWeightAction
-)
-
-
-class PatternSpec(_Strict):
+class PatternSpec(StrictModel):
     """A subgraph written as ncnn param lines (no header): ``%x`` captures, ``*`` wildcards; ``where``
     expressions over captured values must hold."""
 
@@ -278,7 +137,7 @@ class PatternSpec(_Strict):
         return self
 
 
-class Rule(_Strict):
+class Rule(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     match: Annotated[
@@ -286,25 +145,10 @@ class Rule(_Strict):
         Discriminator(lambda v: "pattern" if _has(v, "pattern") else "selector"),
     ]
     expect: Expect
-    do: list[
-        Annotated[
-            Annotated[SetAction, Tag("set")]
-            | Annotated[UnsetAction, Tag("unset")]
-            | Annotated[RemoveAction, Tag("remove")]
-            | Annotated[RenameAction, Tag("rename")]
-            | Annotated[WeightAction, Tag("weight")]
-            | Annotated[AxisAction, Tag("axis_from_torch")]
-            | Annotated[RewireAction, Tag("rewire")]
-            | Annotated[RenameBlobAction, Tag("rename_blob")]
-            | Annotated[ReplaceAction, Tag("replace")]
-            | Annotated[InsertAction, Tag("insert")]
-            | Annotated[MoveWeightAction, Tag("move_weight")],
-            Discriminator(_action_kind),
-        ]
-    ] = Field(min_length=1)
+    do: list[AnyAction] = Field(min_length=1)
 
 
-class PassStep(_Strict):
+class PassStep(StrictModel):
     """A whole-graph clean-up between rules: insert Splits for fan-out, remove dead layers (outputs that
     are neither read nor interface), merge chained Splits, re-sort topologically, or extract the subgraph
     between given blobs (``inputs`` become Input layers; only what ``outputs`` need is kept)."""
@@ -317,7 +161,7 @@ class PassStep(_Strict):
     outputs: list[str] = Field(default_factory=list, description="extract: the blobs to keep computing")
 
 
-class GraphSpec(_Strict):
+class GraphSpec(StrictModel):
     input: str = Field(default="model", description="which entry of `inputs` this graph rewrites")
     interface: list[str] = Field(default_factory=list, description="blob names no rule may remove or rename")
     rules: list[
@@ -328,11 +172,11 @@ class GraphSpec(_Strict):
     ] = Field(default_factory=list)
 
 
-class Outputs(_Strict):
+class Outputs(StrictModel):
     dir: str | None = Field(default=None, description="output folder (the command's --out wins)")
 
 
-class RuleFile(_Strict):
+class RuleFile(StrictModel):
     version: Literal[1]
     name: str
     description: str = ""

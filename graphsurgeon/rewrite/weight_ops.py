@@ -54,7 +54,7 @@ from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.safetensors import Checkpoint, storage_name
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import Storage, Weight
-from graphsurgeon.rewrite.rulefile import WeightOp
+from graphsurgeon.rewrite.actions.weights import WeightOp
 from graphsurgeon.schema.catalog import ActiveWeight
 from graphsurgeon.transforms import Transform, parse_transform
 

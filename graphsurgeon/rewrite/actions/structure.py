@@ -1,0 +1,128 @@
+"""Actions that change the graph's structure: ``remove`` a pass-through layer, ``rename`` a layer,
+``rewire`` an input by its catalog role, ``rename_blob``, ``replace`` the matched layers with param lines,
+and ``insert`` param lines before a layer. Interface blobs are never removed or renamed."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from graphsurgeon.ir.graph import Graph, Layer
+from graphsurgeon.rewrite import snippets
+from graphsurgeon.rewrite.actions.base import ActionContext, ActionError, ActionModel, LayerAction
+
+
+class RemoveAction(LayerAction):
+    key: ClassVar[str] = "remove"
+    remove: Literal[True] = Field(
+        description="remove the layer, wiring its output to its input (1 in, 1 out)"
+    )
+
+    def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
+        if len(target.inputs) != 1 or len(target.outputs) != 1:
+            raise ActionError(
+                f"layer {target.name}: remove needs one input and one output "
+                f"(it has {len(target.inputs)} and {len(target.outputs)})"
+            )
+        source, out = target.inputs[0], target.outputs[0]
+        if out.name in ctx.interface:
+            raise ActionError(f"layer {target.name}: removing it would remove interface blob {out.name!r}")
+        for reader in list(dict.fromkeys(out.consumers)):
+            for pos, blob in enumerate(reader.inputs):
+                if blob is out:
+                    graph.set_input(reader, pos, source.name)
+        graph.remove_layer(target)
+        return f"removed; {out.name} now reads {source.name}"
+
+
+class RenameAction(LayerAction):
+    key: ClassVar[str] = "rename"
+    rename: str = Field(description="new layer name; {name} is the old one")
+
+    def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
+        old, target.name = target.name, self.rename.replace("{name}", target.name)
+        return f"renamed from {old}"
+
+
+class RewireAction(LayerAction):
+    """Make the input with role ``role`` (the catalog's name for that bottom, e.g. MatMul ``B``) read ``to``
+    (a blob name or a %capture)."""
+
+    key: ClassVar[str] = "rewire"
+    rewire: dict[str, str] = Field(description="role: blob")
+
+    def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
+        spec = target.spec
+        names = [r.rstrip("?*") for r in (spec.inputs or ())] if spec else []
+        done = []
+        for role, blob in self.rewire.items():
+            if role not in names:
+                raise ActionError(
+                    f"layer {target.name}: {target.type} has no input role {role!r} (roles: {names})"
+                )
+            pos = names.index(role)
+            if pos >= len(target.inputs):
+                raise ActionError(f"layer {target.name}: input {role} is not connected")
+            graph.set_input(target, pos, ctx.blob_name(blob))
+            done.append(f"{role} <- {target.inputs[pos].name}")
+        return "rewired " + ", ".join(done)
+
+
+class RenameBlobAction(ActionModel):
+    key: ClassVar[str] = "rename_blob"
+    rename_blob: dict[str, str] = Field(description="old blob (name or %capture): new name")
+
+    def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
+        done = []
+        for old_token, new in self.rename_blob.items():
+            old = ctx.blob_name(old_token)
+            if old in ctx.interface:
+                raise ActionError(f"blob {old!r} is an interface blob and cannot be renamed")
+            graph.rename_blob(old, new)
+            done.append(f"{old} -> {new}")
+        return "renamed blob " + ", ".join(done)
+
+
+class ReplaceAction(ActionModel):
+    """Replace the whole matched subgraph with layer lines (captures substituted; other blob names in the
+    snippet are new and made unique). Weights of the new layers come from ``move_weight`` or ``weight``."""
+
+    key: ClassVar[str] = "replace"
+    replace: str
+
+    def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
+        matched = ctx.matched
+        at = min(graph.layers.index(x) for x in matched)
+        inside = {id(x) for x in matched}
+        needed = sorted(
+            {
+                b.name
+                for x in matched
+                for b in x.outputs
+                if b.name in ctx.interface or any(id(c) not in inside for c in b.consumers)
+            }
+        )
+        for x in matched:
+            graph.remove_layer(x)
+        made, written = snippets.build(graph, self.replace, ctx.values, at, "replace")
+        ctx.layers.update(written)
+        produced = {b.name for x in made for b in x.outputs}
+        lost = [name for name in needed if name not in produced]
+        if lost:
+            raise ActionError(f"the replacement does not produce {lost}, which other layers still read")
+        return f"replaced {', '.join(x.name for x in matched)} with {', '.join(x.name for x in made)}"
+
+
+class InsertAction(LayerAction):
+    """Insert layer lines before the target layer (captures substituted, new blob names made unique)."""
+
+    key: ClassVar[str] = "insert"
+    insert: str
+
+    def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
+        made, written = snippets.build(
+            graph, self.insert, ctx.values, graph.layers.index(target), f"insert before {target.name}"
+        )
+        ctx.layers.update(written)
+        return "inserted " + ", ".join(x.name for x in made) + " before it"
