@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from graphsurgeon.errors import GsurgError
 
-class TransformError(ValueError):
-    """A transform that does not fit the tensor it is applied to."""
+
+class TransformError(GsurgError):
+    """A transform written wrong, or one that does not fit the tensor it is applied to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +109,7 @@ class Transform:
 
 def _int_list(value: Any, what: str) -> tuple[int, ...]:
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise ValueError(f"{what} must be a list of ints, not {value!r}")
+        raise TransformError(f"{what} must be a list of ints, not {value!r}")
     return tuple(value)
 
 
@@ -115,27 +117,29 @@ def parse_transform(item: Any) -> Transform:
     if item == "transpose":
         return Transform("transpose")
     if not isinstance(item, dict) or len(item) != 1:
-        raise ValueError(f"a transform is one of transpose, reshape, repeat_interleave, slice, not {item!r}")
+        raise TransformError(
+            f"a transform is one of transpose, reshape, repeat_interleave, slice, not {item!r}"
+        )
     ((kind, arg),) = item.items()
     if kind == "transpose":
         return Transform("transpose", None if arg in (None, True) else _int_list(arg, "transpose axes"))
     if kind == "reshape":
         dims = _int_list(arg, "reshape shape")
         if dims.count(-1) > 1 or any(d < -1 for d in dims):
-            raise ValueError(f"reshape shape {list(dims)} may hold one -1 and no other negative")
+            raise TransformError(f"reshape shape {list(dims)} may hold one -1 and no other negative")
         return Transform("reshape", dims)
     if kind == "repeat_interleave":
         if not isinstance(arg, dict) or set(arg) != {"axis", "n"}:
-            raise ValueError(f"repeat_interleave takes {{axis: A, n: N}}, not {arg!r}")
+            raise TransformError(f"repeat_interleave takes {{axis: A, n: N}}, not {arg!r}")
         axis, n = arg["axis"], arg["n"]
         if not (isinstance(axis, int) and isinstance(n, int)) or n < 1:
-            raise ValueError(f"repeat_interleave axis must be an int and n an int >= 1, not {arg!r}")
+            raise TransformError(f"repeat_interleave axis must be an int and n an int >= 1, not {arg!r}")
         return Transform("repeat_interleave", axis=axis, n=n)
     if kind == "slice":
         if not isinstance(arg, dict) or not set(arg) <= {"axis", "start", "stop"} or "axis" not in arg:
-            raise ValueError(f"slice takes {{axis: A, start: S, stop: E}}, not {arg!r}")
+            raise TransformError(f"slice takes {{axis: A, start: S, stop: E}}, not {arg!r}")
         bounds = [arg.get("start"), arg.get("stop")]
         if not isinstance(arg["axis"], int) or not all(b is None or isinstance(b, int) for b in bounds):
-            raise ValueError(f"slice axis, start and stop must be ints, not {arg!r}")
+            raise TransformError(f"slice axis, start and stop must be ints, not {arg!r}")
         return Transform("slice", axis=arg["axis"], start=bounds[0], stop=bounds[1])
-    raise ValueError(f"unknown transform {kind!r} (known: transpose, reshape, repeat_interleave, slice)")
+    raise TransformError(f"unknown transform {kind!r} (known: transpose, reshape, repeat_interleave, slice)")

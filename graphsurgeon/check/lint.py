@@ -63,7 +63,8 @@ def run_lint(path: str, options: LintOptions, custom: list[str] | None = None) -
             records = read_bin(graph, options.bin_path)
             report.weights = len(records)
         except BinFormatError as err:
-            reason = str(err).split(": ", 1)[-1] if err.layer or err.offset is not None else str(err)
+            located = err.layer is not None or err.offset is not None  # the finding carries the place
+            reason = err.reason if located else str(err)
             walk_finding = error("bin-walk", reason, layer=err.layer, weight=err.slot, offset=err.offset)
     report.findings.extend(lint_graph(graph, options))
     report.checks_run.extend(name for name, _ in CHECKS)

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from graphsurgeon.formats.safetensors import CheckpointError
-from graphsurgeon.transforms import Transform, parse_transform
+from graphsurgeon.transforms import Transform, TransformError, parse_transform
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +87,7 @@ def load_map(path: str) -> list[MapEntry]:
                 tensor, transforms = value["tensor"], tuple(parse_transform(t) for t in items)
             else:
                 raise ValueError("the value must be a tensor name or {tensor: NAME, transforms: [...]}")
-        except ValueError as err:
+        except (ValueError, TransformError) as err:
             raise CheckpointError(f"{where}: {err}") from None
         entries.append(MapEntry(key, layer, slot, tensor, transforms))
     return entries

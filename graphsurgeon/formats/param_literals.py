@@ -14,6 +14,7 @@ from typing import Any
 
 from lark import Token
 
+from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.params import Param, to_f32
 from graphsurgeon.schema.catalog import ValueType
 
@@ -38,8 +39,9 @@ class ParseIssue:
     warning: bool = False  # a hazard ncnn tolerates (spare blob slots, ignored extra lines), not an error
 
 
-class Fail(Exception):
-    """Raised in strict mode; carries the token that is wrong."""
+class Fail(GsurgError):
+    """Raised in strict mode; carries the token that is wrong. The parser turns it into a ParamSyntaxError
+    (file, line, column) before it leaves ``param_text``."""
 
     def __init__(self, message: str, token: Token) -> None:
         super().__init__(message)

@@ -16,6 +16,8 @@ from enum import StrEnum
 
 import numpy as np
 
+from graphsurgeon.errors import GsurgError
+
 TAG_FP32 = 0x00000000
 TAG_FP16 = 0x01306B47
 TAG_BF16 = 0x01348B83
@@ -252,17 +254,26 @@ def encode_chunks(values: np.ndarray, storage: Storage) -> list[bytes | memoryvi
     return chunks
 
 
-class StorageOverflow(ValueError):
-    """A finite value that the requested storage cannot hold (it would become inf)."""
+class StorageOverflow(GsurgError):
+    """Finite values that the requested storage cannot hold (they would become inf): how many, and the
+    first one with its flat index."""
+
+    def __init__(self, storage: Storage, count: int, first_value: float, first_index: int) -> None:
+        self.storage = storage
+        self.count = count
+        self.first_value = first_value
+        self.first_index = first_index
+        super().__init__(
+            f"{count} value(s) overflow {storage.value}, "
+            f"the first {first_value!r} at flat index {first_index}"
+        )
 
 
 def _check_no_overflow(values: np.ndarray, stored_finite: np.ndarray, storage: Storage) -> None:
     bad = np.flatnonzero(np.isfinite(values) & ~stored_finite)
     if bad.size:
         i = int(bad[0])
-        raise StorageOverflow(
-            f"{bad.size} value(s) overflow {storage.value}, the first {float(values[i])!r} at flat index {i}"
-        )
+        raise StorageOverflow(storage, int(bad.size), float(values[i]), i)
 
 
 def bf16_bits(values: np.ndarray) -> np.ndarray:

@@ -56,7 +56,7 @@ from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import Storage, Weight
 from graphsurgeon.rewrite.actions.weights import WeightOp
 from graphsurgeon.schema.catalog import ActiveWeight
-from graphsurgeon.transforms import Transform, parse_transform
+from graphsurgeon.transforms import Transform, TransformError, parse_transform
 
 _CHECKPOINT_DTYPES = {"F32", "F16", "BF16"}
 #: Current data that decodes to meaningful float32 values (int8 and raw bytes do not).
@@ -184,7 +184,7 @@ def _parse_transforms(items: list[Any], where: str) -> tuple[Transform, ...]:
     for i, item in enumerate(items, 1):
         try:
             out.append(parse_transform(item))
-        except ValueError as err:
+        except TransformError as err:
             raise WeightOpError(f"{where}: transform {i}: {err}") from None
     return tuple(out)
 
@@ -193,7 +193,7 @@ def _out_shape(shape: tuple[int, ...], transforms: tuple[Transform, ...], where:
     for i, t in enumerate(transforms, 1):
         try:
             shape = t.out_shape(shape)
-        except ValueError as err:  # TransformError
+        except TransformError as err:
             raise WeightOpError(f"{where}: transform {i} ({t.describe()}) on {list(shape)}: {err}") from None
     return shape
 
