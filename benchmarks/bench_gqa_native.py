@@ -16,10 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from graphsurgeon.verify.kv_session import KVDecoder
 
-from tests.kv_harness import KVDecoder  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 PARAM = REPO.parent / "shared" / "corpus" / "llm" / "qwen3_0.6b_decoder.ncnn.param"
 

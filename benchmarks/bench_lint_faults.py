@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Fault-injection table for ``gsurg lint``: which faults lint catches and which ones ncnn itself rejects.
 
-Every fault class from ``tests/test_lint_faults.py`` (the same injection code, the same sites: picked from
-gsurg's walk records and layer lines) is injected into a copy of each corpus model that ships real weights
-(squeezenet_v1.1, nanodet_m, mnet.25-opt). For each faulty copy the script records
+Every fault class of ``graphsurgeon.testing.lint_faults`` (the injection code the tests use, the same
+sites: picked from gsurg's walk records and layer lines) is injected into a copy of each corpus model that
+ships real weights (squeezenet_v1.1, nanodet_m, mnet.25-opt). For each faulty copy the script records
 
 * whether ``gsurg lint --bin`` catches it: exit 1 and an error with the expected check id at the expected
   layer / line / offset;
@@ -28,19 +28,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from graphsurgeon.testing.lint_faults import FAULTS, Model, caught, lint_json, ncnn_load, write_fault
+from graphsurgeon.testing.lint_faults import load_model as _load
 
-from tests.test_lint_faults import (  # noqa: E402
-    ASSETS,
-    FAULTS,
-    MODELS,
-    caught,
-    lint_json,
-    load_model,
-    ncnn_load,
-    write_fault,
-)
+REPO = Path(__file__).resolve().parents[1]
+ASSETS = REPO.parent / "shared" / "corpus" / "ncnn-assets"
+MODELS = ("squeezenet_v1.1", "nanodet_m", "mnet.25-opt")
+
+
+def load_model(name: str) -> Model:
+    return _load(ASSETS / f"{name}.param", ASSETS / f"{name}.bin")
+
 
 INPUT_SHAPES = {  # (c, h, w) of each model's single Input
     "squeezenet_v1.1": (3, 227, 227),
@@ -202,7 +200,7 @@ def main() -> int:
             results = []
             for model in MODELS:
                 folder = root / fault.inject.__name__ / model
-                param, weights, injected = write_fault(fault, model, folder)
+                param, weights, injected = write_fault(fault, load_model(model), folder)
                 code, report = lint_json(param, weights)
                 hit = caught(injected.expect, report["findings"]) if code == 1 else None
                 load = ncnn_load(param, weights)

@@ -16,7 +16,7 @@ import pytest
 from graphsurgeon.formats.model_bin import read_bin
 from graphsurgeon.formats.param_text import parse_param_text
 from graphsurgeon.ir.weights import Storage
-from tests.oracle import fp32_net, run
+from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
 
 N, K = 3, 5  # odd element count: exercises the padding of 2- and 1-byte storages
 PARAM = f"7767517\n2 2\nInput in 0 1 x 0={K}\nInnerProduct fc 1 1 x y 0={N} 1=1 2={N * K}\n"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from graphsurgeon.cli import main
+from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
 from tests.conftest import REPO
-from tests.oracle import fp32_net, run
 
 QUICK = REPO / "examples" / "quickstart"
 

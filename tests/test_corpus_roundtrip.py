@@ -15,8 +15,9 @@ from graphsurgeon.formats.emit_text import emit_param_text
 from graphsurgeon.formats.model_bin import read_bin, walk_bin
 from graphsurgeon.formats.param_bin import emit_param_bin, parse_param_bin
 from graphsurgeon.formats.param_text import parse_param_text, read_param_text
+from graphsurgeon.verify.errors import VerifyError
+from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
 from tests.conftest import CORPUS_PARAMS, MODELS_WITH_BIN, corpus_id
-from tests.oracle import fp32_net, run
 
 LARGE = {"llama3.2_1b_decoder.ncnn.param", "qwen3_0.6b_decoder.ncnn.param"}
 
@@ -110,7 +111,7 @@ def test_synth_bin_loads_in_ncnn_and_four_bytes_less_does_not(param: Path, tmp_p
     assert fp32_net(param, out, custom) is not None
     size = out.stat().st_size
     os.truncate(out, size - 4)
-    with pytest.raises(RuntimeError, match="rejected"):
+    with pytest.raises(VerifyError, match="rejected"):
         fp32_net(param, out, custom)
     out.unlink()  # the LLM decoders' weights are gigabytes; pytest keeps its last temp folders
 

@@ -1,4 +1,4 @@
-"""The KV-cache harness (tests/kv_harness.py) checked against itself and against numpy.
+"""The KV-cache decoder runner (graphsurgeon.verify.kv_session) checked against itself and against numpy.
 
 * Qwen3-0.6B decoder (corpus, synthesized fp16 weights): prefill 5 + 3 decode steps equals one prefill of 8,
   repeated sessions are bit-identical, cache bytes grow by a fixed amount per token.
@@ -23,19 +23,11 @@ from graphsurgeon.cli import main as gsurg
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.model_bin import read_bin
 from graphsurgeon.formats.param_text import read_param_text
+from graphsurgeon.verify.errors import KVDecoderError, VerifyError
+from graphsurgeon.verify.kv_session import KVDecoder, lockstep, max_abs_diff
+from graphsurgeon.verify.kv_signature import inspect_decoder
+from graphsurgeon.verify.rope import MASKED, causal_mask, llama3_inv_freq, rope_inv_freq, rope_tables
 from tests.conftest import CORPUS
-from tests.kv_harness import (
-    MASKED,
-    KVDecoder,
-    KVHarnessError,
-    causal_mask,
-    inspect_decoder,
-    llama3_inv_freq,
-    lockstep,
-    max_abs_diff,
-    rope_inv_freq,
-    rope_tables,
-)
 
 QWEN3 = CORPUS / "llm" / "qwen3_0.6b_decoder.ncnn.param"
 LLAMA = CORPUS / "llm" / "llama3.2_1b_decoder.ncnn.param"
@@ -314,30 +306,30 @@ def test_errors_name_what_failed(tiny: dict[str, Path], tmp_path: Path) -> None:
     short.write_bytes(tiny["bin"].read_bytes()[:-8])
     with pytest.raises(GsurgError):  # gsurg's walk of the .bin against the .param
         KVDecoder(tiny["tiled"], short)
-    with pytest.raises(KVHarnessError, match=r"short\.bin"):  # ncnn's own load_model
+    with pytest.raises(VerifyError, match=r"short\.bin"):  # ncnn's own load_model
         KVDecoder(tiny["tiled"], short, verify_bin=False)
 
     decoder = KVDecoder(tiny["tiled"], tiny["bin"])
     x = np.zeros((2, TINY_H), np.float32)
     with decoder.session() as s:
-        with pytest.raises(KVHarnessError, match="before prefill"):
+        with pytest.raises(KVDecoderError, match="before prefill"):
             s.decode_step(x[:1])
-        with pytest.raises(ValueError, match="hidden width"):
+        with pytest.raises(KVDecoderError, match="hidden width"):
             s.prefill(np.zeros((2, TINY_H + 1), np.float32))
         s.prefill(x)
-        with pytest.raises(KVHarnessError, match="already at position 2"):
+        with pytest.raises(KVDecoderError, match="already at position 2"):
             s.prefill(x)
-        with pytest.raises(ValueError, match="one token"):
+        with pytest.raises(KVDecoderError, match="one token"):
             s.decode_step(x)
 
     decoder.signature = dataclasses.replace(decoder.signature, output="no_such_blob")
     with decoder.session() as s:
-        with pytest.raises(KVHarnessError, match=r"ex\.extract\('no_such_blob'\) returned -1"):
+        with pytest.raises(KVDecoderError, match=r"ex\.extract\('no_such_blob'\) returned -1"):
             s.prefill(x)
-        with pytest.raises(KVHarnessError, match="failed earlier"):
+        with pytest.raises(KVDecoderError, match="failed earlier"):
             s.prefill(x)
     decoder.close()
-    with pytest.raises(KVHarnessError, match="closed"):
+    with pytest.raises(KVDecoderError, match="closed"):
         decoder.session()
 
 

@@ -615,7 +615,7 @@ def test_rotaryembed_full_width_cos_with_different_halves(tmp_path: Path) -> Non
     # the oracle for the warning level: with full-width cos and sin, the wheel rotates each half of the
     # head with its own half of the rows (2-D RoPE):
     #   y[i] = x[i] cos_a - x[i+4] sin_a,  y[i+4] = x[i+4] cos_b + x[i] sin_b
-    from tests.oracle import fp32_net, run
+    from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
 
     full = write(tmp_path, ROPE.replace("sin 0=4 1=4", "sin 0=8 1=4"))
     sin = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)

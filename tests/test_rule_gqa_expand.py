@@ -25,8 +25,8 @@ from graphsurgeon.cli import main
 from graphsurgeon.formats.model_bin import write_bin
 from graphsurgeon.formats.param_any import read_param
 from graphsurgeon.ir.weights import Weight
+from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
 from tests.conftest import REPO
-from tests.oracle import fp32_net, run
 from tests.safetensors_files import write_safetensors
 
 RULE = REPO / "rules" / "gqa-expand.yaml"

@@ -12,9 +12,9 @@ from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import write_bin
 from graphsurgeon.formats.param_text import parse_param_text, read_param_text
 from graphsurgeon.ir.weights import Weight
+from graphsurgeon.verify.kv_session import KVDecoder, lockstep, max_abs_diff
+from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
 from tests.conftest import CORPUS, REPO
-from tests.kv_harness import KVDecoder, lockstep, max_abs_diff
-from tests.oracle import fp32_net, run
 
 RULES = REPO / "rules"
 

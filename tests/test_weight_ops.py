@@ -17,7 +17,7 @@ from safetensors import safe_open
 import graphsurgeon.formats.safetensors as st
 import graphsurgeon.rewrite.apply as apply_mod
 from graphsurgeon.cli import main
-from tests.oracle import fp32_net, run
+from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
 from tests.safetensors_files import bf16_bytes, write_safetensors
 
 TAG_FP32 = b"\x00\x00\x00\x00"

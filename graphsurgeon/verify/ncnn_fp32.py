@@ -1,4 +1,7 @@
-"""Run models in the ``ncnn`` wheel with exact fp32 options: the independent oracle for numeric tests."""
+"""Load and run models in the ``ncnn`` wheel with exact fp32 options (fp16/bf16 storage, packing and
+arithmetic off): bit-exact fp32 on x86, the reference against which converted models are checked.
+
+Failures raise ``VerifyError`` naming the file or blob."""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ from pathlib import Path
 
 import ncnn
 import numpy as np
+
+from graphsurgeon.verify.errors import VerifyError
 
 _CUSTOM_LAYERS: list[ncnn.Layer] = []
 
@@ -41,10 +46,10 @@ def fp32_net(
     load_param = net.load_param_bin if binary_param else net.load_param
     if load_param(str(param)) != 0:
         net.clear()
-        raise RuntimeError(f"ncnn rejected {param}")
+        raise VerifyError(f"ncnn rejected {param}")
     if net.load_model(str(model)) != 0:
         net.clear()
-        raise RuntimeError(f"ncnn rejected {model}")
+        raise VerifyError(f"ncnn rejected {model}")
     return net
 
 
@@ -54,10 +59,10 @@ def run(net: ncnn.Net, inputs: Mapping[str, np.ndarray], outputs: list[str]) -> 
     with net.create_extractor() as ex:
         for name, arr in inputs.items():
             if ex.input(name, ncnn.Mat(np.ascontiguousarray(arr, dtype=np.float32)).clone()) != 0:
-                raise RuntimeError(f"no input blob named {name!r}")
+                raise VerifyError(f"no input blob named {name!r}")
         for name in outputs:
             ret, mat = ex.extract(name)
             if ret != 0:
-                raise RuntimeError(f"extract {name} failed with {ret}")
+                raise VerifyError(f"extract {name} failed with {ret}")
             results[name] = np.array(mat)
     return results
