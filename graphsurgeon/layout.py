@@ -1,11 +1,13 @@
-"""PyTorch dim ↔ ncnn axis: the one place that knows the layout conventions (design invariant 8).
+"""PyTorch dim ↔ ncnn axis: the one place that knows the layout conventions; rules and code call it,
+nobody re-derives them.
 
-A torch tensor is described by a :class:`TorchLayout`: its rank and which dim, if any, pnnx drops as the
-batch (``batch_dim=None`` is pnnx's ``233``, "no batch"). ncnn sees the remaining dims in the same order
-(``ncnn-format.md`` §5.2), so an ncnn axis is a torch dim with the batch removed, and negative ncnn axes
-count from the end of the *ncnn* rank. Reshape, MemoryData and Input list those dims reversed
-(``0=w`` is the last torch dim); Permute ``0=order_type`` is the lexicographic index of the batch-free
-permutation (§5.3). Every function here is pure and raises :class:`LayoutError` naming the dim and rank.
+A torch tensor is described by a :class:`TorchLayout`: its rank and which dim, if any, pnnx drops as the batch
+(``batch_dim=None`` is pnnx's ``233``, "no batch"). ncnn sees the remaining dims in the same order (pnnx
+writes a ``[b, c, h, w]`` torch tensor as ncnn ``c, h, w``), so an ncnn axis is a torch dim with the batch
+removed, and negative ncnn axes count from the end of the *ncnn* rank. Reshape, MemoryData and Input list
+those dims reversed (``0=w`` is the last torch dim); Permute ``0=order_type`` is the lexicographic index of
+the batch-free permutation of ncnn's own Permute table. Every function here is pure and raises
+:class:`LayoutError` naming the dim and rank.
 
 What pnnx 20261020 writes, checked by ``tests/test_layout_pnnx.py``: axes come out non-negative (``dim=-1``
 on a batch-0 ``[1,C,H,W]`` is written ``2``), which is what :func:`torch_dim_to_ncnn_axis` returns.

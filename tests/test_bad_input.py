@@ -2,7 +2,8 @@
 (file:line for text .param, layer / weight / byte offset for .bin and .param.bin), no traceback, no output
 file (writes are atomic) and untouched inputs.
 
-Offsets and line numbers are computed by hand from ncnn-format §1–3; they are not read back from gsurg.
+Offsets and line numbers are computed by hand from the file formats (text header and layer lines; .bin
+records: tag + payload); they are not read back from gsurg.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Every weight storage ncnn's ModelBin decodes is walked and decoded the same way by gsurg.
 
-Each case writes one InnerProduct weight in a given storage by hand (byte layouts from ncnn-format.md §3.2),
-runs the model in the ncnn wheel (fp32 options), and checks ncnn's output against numpy using the weights
-gsurg decoded. The oracle is ncnn's own decoder; gsurg's decoder must agree with it.
+Each case writes one InnerProduct weight in a given storage by hand (byte layouts written from ncnn's
+src/modelbin.cpp: a uint32 tag, then the payload padded to 4 bytes), runs the model in the ncnn wheel (fp32
+options), and checks ncnn's output against numpy using the weights gsurg decoded. The oracle is ncnn's own
+decoder; gsurg's decoder must agree with it.
 """
 
 from __future__ import annotations

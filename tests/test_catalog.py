@@ -22,7 +22,7 @@ def test_every_wheel_layer_type_is_in_the_catalog() -> None:
 
 
 def test_key_layers_have_their_documented_weight_order() -> None:
-    """Spot checks against ncnn-format.md §4 (written by hand from the ncnn sources)."""
+    """Spot checks written by hand from the ncnn sources (each layer's ``load_model``)."""
     catalog = load_catalog()
     ip = catalog.layers["InnerProduct"]
     assert [(w.name, w.load) for w in ip.weights[:2]] == [("weight", "tagged"), ("bias", "raw")]

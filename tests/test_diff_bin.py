@@ -18,7 +18,7 @@ from graphsurgeon.check.diff_report import DiffReport, PairResult
 from tests.safetensors_files import bf16_bytes, write_safetensors
 
 TAG_FP32 = b"\x00\x00\x00\x00"
-TAG_FP16 = b"\x47\x6b\x30\x01"  # 0x01306B47, ncnn-format.md §3.2
+TAG_FP16 = b"\x47\x6b\x30\x01"  # 0x01306B47, ncnn's fp16 weight tag
 TAG_BF16 = b"\x83\x8b\x34\x01"  # 0x01348B83
 
 FC_PARAM = "7767517\n3 3\nInput in 0 1 x 0=4\nInnerProduct fc 1 1 x y 0=3 1=1 2=12\nReLU r 1 1 y z\n"

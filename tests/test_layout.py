@@ -1,8 +1,9 @@
-"""graphsurgeon.layout: round trips (hypothesis), the hand tables of ncnn-format.md §5, and the ncnn wheel.
+"""graphsurgeon.layout: round trips (hypothesis), hand-written axis tables, and the ncnn wheel.
 
 a. Round trips torch → ncnn → torch for axes, Reshape / MemoryData params and permutations, over ncnn ranks
    1..4 and every batch position (or none).
-b. Agreement with hand-written tables from ncnn-format.md §5.2–§5.4 and the observed pnnx export in §6.
+b. Agreement with hand-written tables (torch dim → ncnn axis, Reshape and Permute params) and an observed
+   pnnx export.
 c. The ncnn wheel as the oracle: one-layer nets (Permute, Reshape, Slice, Concat, Softmax, Crop,
    ExpandDims, Squeeze, Tile) built from what layout computes must equal numpy's torch-semantics result
    (numpy transpose = permute, reshape = view, tile = repeat, …) with the batch dim dropped.
@@ -212,7 +213,7 @@ def test_tile_repeats_drop_the_batch(data: st.DataObject) -> None:
     assert math.prod(out) == math.prod(reps)
 
 
-# ---- b. the tables of ncnn-format.md §5 and §6 -----------------------------------------------------------
+# ---- b. hand-written tables and an observed pnnx export -----------------------------------------------
 NO_BATCH = {r: TorchLayout(r, None) for r in (1, 2, 3, 4)}
 BATCH0 = {r: TorchLayout(r, 0) for r in (2, 3, 4, 5)}
 

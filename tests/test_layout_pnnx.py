@@ -7,7 +7,7 @@ layer's params, read by catalog name through gsurg's own reader, must equal what
 computes from the torch call alone.
 
 Batch: pnnx gives a tensor batch dim 0 only when a known batch-first op touches it (``F.layer_norm`` here);
-otherwise it is 233, "no batch" (ncnn-format.md §5.6). Modules marked ``pin`` start with a layer norm.
+otherwise it is 233, "no batch". Modules marked ``pin`` start with a layer norm.
 
 What pnnx 20261020 does that the docs do not spell out (layout.py follows pnnx where they differ):
 - Axes are written non-negative: ``softmax(dim=-1)`` on a batch-0 ``[1,C,H,W]`` is ``Softmax 0=2 1=1``, not

@@ -22,7 +22,7 @@ from graphsurgeon.check.lint import run_lint
 from graphsurgeon.cli import main
 from tests.conftest import CORPUS
 
-# Weight tags written by hand from ncnn-format.md §3.2 (uint32 little-endian on disk).
+# Weight tags written by hand from ncnn's src/modelbin.cpp (uint32 little-endian on disk).
 TAG_FP32 = bytes(4)
 TAG_FP16 = bytes.fromhex("476b3001")
 YOLOV5S = CORPUS / "ncnn-assets" / "yolov5s.param"

@@ -13,7 +13,7 @@ from graphsurgeon.formats.emit_text import emit_param_text
 from graphsurgeon.formats.param_text import parse_param_text
 from graphsurgeon.ir.passes import insert_splits, merge_chained_splits, remove_dead_layers, toposort
 
-# ncnn-format.md §1.2 [R✓]: x → ReLU (in place) → a; out = x + a without a Split gave [0,0,0,0]
+# observed in the ncnn wheel: x → ReLU (in place) → a; out = x + a without a Split gave [0,0,0,0]
 FANOUT = "7767517\n3 3\nInput in 0 1 x\nReLU r 1 1 x a\nBinaryOp add 2 1 x a out 0=0\n"
 X = np.array([-1.0, 2.0, -3.0, 4.0], dtype=np.float32)
 

@@ -226,8 +226,9 @@ def test_text_round_trip_of_random_graphs(sample: tuple[Graph, dict[str, list[tu
 
 
 def as_the_layer_sees_it(spec: ParamSpec | None, param: Param) -> Param:
-    """The value R1020 hands the layer for a text literal (ncnn-format §1.5), in the layer's own type: what a
-    .param.bin, whose params are untyped, must hold. Ids the catalog does not know keep their literal."""
+    """The value R1020 hands the layer for a text literal (a float literal for an int param reads as the
+    default), in the layer's own type: what a .param.bin, whose params are untyped, must hold. Ids the
+    catalog does not know keep their literal."""
     if spec is None or param.kind is spec.type:
         return param
     if spec.type is ValueType.INT:  # get(int) on a float, array or string: the default

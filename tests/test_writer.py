@@ -21,7 +21,7 @@ B = np.array([0.5, -1.0, 2.0], dtype=np.float32)
 
 
 def fc_bin(path: Path) -> None:
-    """The InnerProduct record layout written by hand from ncnn-format.md §3: tag 0, W, raw bias."""
+    """The InnerProduct record layout written by hand (InnerProduct::load_model): tag 0, W, raw bias."""
     path.write_bytes(struct.pack("<I", 0) + W.astype("<f4").tobytes() + B.astype("<f4").tobytes())
 
 

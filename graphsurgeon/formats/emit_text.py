@@ -1,10 +1,10 @@
 """Write a Graph as a text .param through the jinja2 template ``emit/ncnn_param.j2``.
 
-Safe-writer rules (ncnn-format §1.8): one line per layer with single spaces; ints without '.'; every float
-with '.' or an exponent, as the shortest text that reads back to the same float32 (≤ 15 characters);
-arrays old style (``-233KK=N,…``) with one element type; strings quoted when they need it; exact counts.
-Params are written in id order, so the output is canonical: ``emit(parse(emit(parse(x))))`` is
-``emit(parse(x))``.
+Safe-writer rules (what ncnn 1.0.20261020's ``ParamDict::load_param`` reads without guessing): one line per
+layer with single spaces; ints without '.'; every float with '.' or an exponent, as the shortest text that
+reads back to the same float32 (≤ 15 characters); arrays old style (``-233KK=N,…``) with one element type;
+strings quoted when they need it; exact counts. Params are written in id order, so the output is canonical:
+``emit(parse(emit(parse(x))))`` is ``emit(parse(x))``.
 """
 
 from __future__ import annotations
