@@ -151,8 +151,20 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.explain:
         print(explain_rule(args.rules, args.explain, args.input, args.bin, sets, strict=args.strict))
         return 0
+
+    def progress(message: str) -> None:
+        print(f"gsurg: {message}", file=sys.stderr)
+
     runs = run_apply(
-        args.rules, args.input, args.bin, sets, args.out, strict=args.strict, dry_run=args.dry_run
+        args.rules,
+        args.input,
+        args.bin,
+        sets,
+        args.out,
+        strict=args.strict,
+        dry_run=args.dry_run,
+        keep_work=args.keep_work,
+        progress=progress if args.verbose else None,
     )
     print(summary(runs))
     print("dry run: nothing written" if args.dry_run else f"wrote {args.out or 'outputs.dir'}")
@@ -232,6 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument(
         "--explain", metavar="RULE", help="show every candidate layer of RULE and why it matched"
     )
+    apply.add_argument(
+        "--keep-work", action="store_true", help="keep the work folder of pnnx exports (removed by default)"
+    )
+    apply.add_argument("-v", "--verbose", action="store_true", help="report each step on stderr")
     apply.set_defaults(func=cmd_apply)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of the rule-file language")

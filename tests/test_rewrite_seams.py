@@ -23,7 +23,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_every_action_kind_is_one_class_with_its_key_as_a_field_and_its_own_handler() -> None:
-    assert len(ACTION_KINDS) == len(set(ACTION_KEYS)) == 11
+    assert len(ACTION_KINDS) == len(set(ACTION_KEYS)) == 14
     for kind in ACTION_KINDS:
         assert kind.key in kind.model_fields, (
             f"{kind.__name__}: its key {kind.key!r} is not one of its fields"

@@ -15,7 +15,7 @@ import pytest
 from safetensors import safe_open
 
 import graphsurgeon.formats.safetensors as st
-import graphsurgeon.rewrite.apply as apply_mod
+import graphsurgeon.rewrite.write_outputs as apply_mod
 from graphsurgeon.cli import main
 from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
 from tests.safetensors_files import bf16_bytes, write_safetensors
@@ -289,8 +289,8 @@ ERROR_CASES = [
     ),
     pytest.param(
         "{slot: weight, from: 'model.layers.{j}.weight'}",
-        "layer fc0, weight weight: tensor template 'model.layers.{j}.weight' uses {j} but the match "
-        "captured i='0'",
+        "layer fc0, weight weight: tensor template 'model.layers.{j}.weight': expression 'j': unknown name "
+        "'j' (the match has: i, match, name)",
         id="missing-capture",
     ),
     pytest.param(

@@ -201,6 +201,38 @@ class Graph:
         layer._inputs.clear()
         layer._outputs.clear()
 
+    def append_input(self, layer: Layer, blob_name: str) -> None:
+        """Add a bottom to ``layer`` after its existing ones, reading ``blob_name`` (made if new)."""
+        blob = self._get_or_make(blob_name)
+        layer._inputs.append(blob)
+        blob.consumers.append(layer)
+
+    def append_output(self, layer: Layer, blob_name: str) -> None:
+        """Add a top to ``layer`` after its existing ones; the name must not be produced elsewhere (a blob
+        read before anything produced it gets ``layer`` as its producer)."""
+        existing = self._blobs.get(blob_name)
+        if existing is not None and existing.producer is not None:
+            by = existing.producer.name
+            raise GraphError(f"layer {layer.name}: blob {blob_name!r} is already produced by layer {by}")
+        blob = self._get_or_make(blob_name)
+        blob.producer = layer
+        layer._outputs.append(blob)
+
+    def copy(self) -> Graph:
+        """An independent graph with the same layers, links, params and weights. Weights are shared (they
+        are never modified in place: actions replace a slot's Weight)."""
+        twin = Graph(self.catalog, source=self.source)
+        for layer in self.layers:
+            made = twin.add_layer(
+                layer.type, layer.name, [b.name for b in layer._inputs], [b.name for b in layer._outputs]
+            )
+            made.params = dict(layer.params)
+            made.weights = dict(layer.weights)
+            made.line = layer.line
+        twin.notes = list(self.notes)
+        twin.issues = list(self.issues)
+        return twin
+
     def set_input(self, layer: Layer, position: int, blob_name: str) -> None:
         """Make input slot ``position`` of ``layer`` read ``blob_name``."""
         old = layer._inputs[position]

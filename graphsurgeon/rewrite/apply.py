@@ -1,38 +1,31 @@
-"""``gsurg apply``: load a rule file, read the models it names (or the one given on the command line as
-``model``), run each graph's rules, and write the results — same file names, inside the output folder —
-with a ``*.gsurg.json`` provenance sidecar. Every output of the run appears together or not at all."""
+"""``gsurg apply``: run a rule file. The rule file is opened and its models made ready (``prepare``: the
+command line's model as input ``model``, pnnx exports of its source); each graph, in order, reads its input
+(a model, or a copy of an earlier graph's result), runs its rules (``driver``), must then expose its
+declared interface (``interface``) and has its storage policy applied (``storage_policy``); finally every
+graph, its provenance sidecar and the side files are written into the output folder together
+(``write_outputs``)."""
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from graphsurgeon.errors import GsurgError
-from graphsurgeon.formats.atomic import AtomicGroup, atomic_write_bytes
-from graphsurgeon.formats.emit_text import write_param_text
-from graphsurgeon.formats.model_bin import read_bin, write_bin
+from graphsurgeon.formats.model_bin import read_bin
 from graphsurgeon.formats.param_any import is_param_bin, read_param
-from graphsurgeon.formats.param_bin import write_param_bin
-from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.ir.graph import Graph
-from graphsurgeon.rewrite.driver import ApplyReport, apply_graph
-from graphsurgeon.rewrite.loader import load_rule_file
+from graphsurgeon.rewrite.driver import apply_graph
+from graphsurgeon.rewrite.interface import check_interface
 from graphsurgeon.rewrite.pattern import compile_pattern, explain_pattern
-from graphsurgeon.rewrite.rulefile import ModelInput, PatternSpec, Rule, RuleFile
+from graphsurgeon.rewrite.prepare import Prepared, prepare
+from graphsurgeon.rewrite.rulefile import GraphSpec, PatternSpec, Rule
+from graphsurgeon.rewrite.sections import Interface, ModelInput
 from graphsurgeon.rewrite.select import explain
+from graphsurgeon.rewrite.storage_policy import apply_storage_policy
+from graphsurgeon.rewrite.write_outputs import GraphRun, refuse_overwriting_inputs, write_runs
 
-
-@dataclass
-class GraphRun:
-    name: str
-    source: ModelInput
-    graph: Graph
-    report: ApplyReport
-    bytes_before: int | None
-    bytes_after: int | None
+Progress = Callable[[str], None]
 
 
 def parse_sets(values: list[str]) -> dict[str, str]:
@@ -45,20 +38,114 @@ def parse_sets(values: list[str]) -> dict[str, str]:
     return out
 
 
-def _inputs(rf: RuleFile, param: str | None, bin_path: str | None) -> dict[str, ModelInput]:
-    inputs = dict(rf.inputs)
-    if param is not None:
-        inputs["model"] = ModelInput(param=param, bin=bin_path)
-    elif bin_path is not None:
-        raise GsurgError("--bin needs an input .param on the command line")
-    return inputs
-
-
 def _load(source: ModelInput) -> Graph:
+    assert source.param is not None
     graph = read_param(source.param)
     if source.bin is not None:
         read_bin(graph, source.bin)
     return graph
+
+
+def _source(prepared: Prepared, graph_name: str, input_name: str) -> ModelInput:
+    if input_name not in prepared.inputs:
+        hint = " (give the model on the command line)" if input_name == "model" else ""
+        raise GsurgError(f"graph {graph_name}: input {input_name!r} is not declared{hint}")
+    return prepared.inputs[input_name]
+
+
+def _start(prepared: Prepared, name: str, spec: GraphSpec, done: dict[str, GraphRun]) -> GraphRun:
+    """A graph's input and output names, before its rules run."""
+    if spec.input in done:  # an earlier graph's result, rewritten further
+        if spec.output is None:
+            raise GsurgError(
+                f"graph {name}: it rewrites graph {spec.input}'s result, so give it output names"
+            )
+        earlier = done[spec.input]
+        graph = earlier.graph.copy()
+        run = GraphRun(name, f"graph {spec.input}", graph)
+        run.inputs_read = earlier.inputs_read
+        run.bytes_before = earlier.bytes_before
+    else:
+        source = _source(prepared, name, spec.input)
+        graph = _load(source)
+        run = GraphRun(name, str(source.param), graph)
+        run.inputs_read = tuple(str(p) for p in (source.param, source.bin) if p is not None)
+        run.bytes_before = os.path.getsize(source.bin) if source.bin else None
+    if spec.output is not None:
+        run.param_name, run.bin_name = spec.output.param, spec.output.bin
+        run.binary = spec.output.param.endswith(".param.bin")
+    else:  # the input's file names and form (a .param.bin stays binary)
+        source = prepared.inputs[spec.input]
+        assert source.param is not None
+        run.param_name = Path(source.param).name
+        run.bin_name = Path(source.bin).name if source.bin else None
+        run.binary = is_param_bin(source.param)
+    return run
+
+
+def run_apply(
+    rule_path: str,
+    param: str | None,
+    bin_path: str | None,
+    sets: dict[str, str],
+    out_dir: str | None,
+    *,
+    strict: bool = False,
+    dry_run: bool = False,
+    keep_work: bool = False,
+    progress: Progress | None = None,
+) -> list[GraphRun]:
+    """Run the rule file and write its results into ``out_dir`` (or the rule file's ``outputs.dir``)."""
+    prepared = prepare(
+        rule_path, param, bin_path, sets, work_parent=out_dir, keep_work=keep_work, progress=progress
+    )
+    try:
+        return _run(prepared, rule_path, out_dir, strict=strict, dry_run=dry_run, progress=progress)
+    finally:
+        kept = prepared.close()
+        if kept is not None and progress is not None:
+            progress(f"kept the work folder {kept}")
+
+
+def _run(
+    prepared: Prepared,
+    rule_path: str,
+    out_dir: str | None,
+    *,
+    strict: bool,
+    dry_run: bool,
+    progress: Progress | None,
+) -> list[GraphRun]:
+    rf = prepared.rules
+    runs: dict[str, GraphRun] = {}
+    for name, spec in rf.graphs.items():
+        if progress is not None:
+            progress(f"graph {name}: {len(spec.rules)} rule(s)")
+        run = _start(prepared, name, spec, runs)
+        run.report = apply_graph(
+            run.graph, spec, strict=strict, checkpoints=prepared.checkpoints, variables=dict(rf.vars)
+        )
+        if isinstance(spec.interface, Interface):
+            run.interface = check_interface(run.graph, spec.interface, f"graph {name}")
+        if spec.storage is not None:
+            run.storage_changes = apply_storage_policy(run.graph, spec.storage, run.report.pinned)
+        if run.has_weights and run.bin_name is None:
+            raise GsurgError(
+                f"graph {name}: the result has weights but no .bin to write them to (give --bin, bin: in "
+                "the rule file's inputs, or output.bin)"
+            )
+        runs[name] = run
+    if dry_run:
+        return list(runs.values())
+    folder = out_dir or rf.outputs.dir
+    if folder is None:
+        raise GsurgError("no output folder: give --out DIR (or outputs.dir in the rule file)")
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    refuse_overwriting_inputs(list(runs.values()), Path(folder))
+    if progress is not None:
+        progress(f"writing {len(runs)} graph(s) to {folder}")
+    write_runs(rf, rule_path, list(runs.values()), Path(folder))
+    return list(runs.values())
 
 
 def explain_rule(
@@ -72,119 +159,62 @@ def explain_rule(
 ) -> str:
     """Run the rules before ``rule_name`` exactly as ``apply`` would (interface and ``--strict`` checks
     included), then list every candidate layer's verdict for it."""
-    rf = load_rule_file(rule_path, sets)
-    inputs = _inputs(rf, param, bin_path)
-    checkpoints = {name: Checkpoint(c.path) for name, c in rf.checkpoints.items()}
-    for gname, spec in rf.graphs.items():
-        rule = next((r for r in spec.rules if isinstance(r, Rule) and r.name == rule_name), None)
-        if rule is None:
-            continue
-        graph = _load(_source(inputs, gname, spec.input))
-        apply_graph(graph, spec, strict=strict, checkpoints=checkpoints, stop_before=rule_name)
-        lines = [f"rule {rule_name} on graph {gname} ({rule.expect.describe()} expected):"]
-        if isinstance(rule.match, PatternSpec):
-            pattern = compile_pattern(rule.match.pattern, rule.match.where, path=f"rule {rule_name}")
-            for layer, verdict in explain_pattern(graph, pattern):
-                mark = "MATCH" if verdict.startswith("matched") else "no   "
-                lines.append(f"  {mark} {layer.type} {layer.name}: {verdict}")
-        else:
-            for v in explain(graph, rule.match):
-                mark = "MATCH" if v.matched else "no   "
-                lines.append(f"  {mark} {v.layer.type} {v.layer.name}: {v.reason}")
-        return "\n".join(lines)
-    raise GsurgError(f"{rule_path}: no rule named {rule_name!r}")
-
-
-def _source(inputs: dict[str, ModelInput], graph_name: str, input_name: str) -> ModelInput:
-    if input_name not in inputs:
-        hint = " (give the model on the command line)" if input_name == "model" else ""
-        raise GsurgError(f"graph {graph_name}: input {input_name!r} is not declared{hint}")
-    return inputs[input_name]
-
-
-def run_apply(
-    rule_path: str,
-    param: str | None,
-    bin_path: str | None,
-    sets: dict[str, str],
-    out_dir: str | None,
-    *,
-    strict: bool = False,
-    dry_run: bool = False,
-) -> list[GraphRun]:
-    rf = load_rule_file(rule_path, sets)
-    inputs = _inputs(rf, param, bin_path)
-    checkpoints = {name: Checkpoint(c.path) for name, c in rf.checkpoints.items()}
-    runs = []
-    for gname, spec in rf.graphs.items():
-        source = _source(inputs, gname, spec.input)
-        graph = _load(source)
-        report = apply_graph(graph, spec, strict=strict, checkpoints=checkpoints)
-        before = os.path.getsize(source.bin) if source.bin else None
-        runs.append(GraphRun(gname, source, graph, report, before, None))
-    for run in runs:
-        if run.source.bin is None and any(layer.weights for layer in run.graph.layers):
-            raise GsurgError(
-                f"graph {run.name}: rules set weights but the model has no .bin to write them with "
-                "(give --bin, or bin: in the rule file's inputs)"
-            )
-    if dry_run:
-        return runs
-    folder = out_dir or rf.outputs.dir
-    if folder is None:
-        raise GsurgError("no output folder: give --out DIR (or outputs.dir in the rule file)")
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    _refuse_overwriting_inputs(runs, folder)
-    with AtomicGroup() as group:
-        for run in runs:
-            base = Path(folder) / Path(run.source.param).name
-            if is_param_bin(run.source.param):  # keep the input's form: a .param.bin stays binary
-                write_param_bin(run.graph, base, group)
-            else:
-                write_param_text(run.graph, base, group)
-            if run.source.bin is not None:
-                records = write_bin(run.graph, Path(folder) / Path(run.source.bin).name, group)
-                run.bytes_after = records[-1].offset + records[-1].nbytes if records else 0
-            stem = base.name.removesuffix(".bin").removesuffix(".param")
-            sidecar = base.with_name(stem + ".gsurg.json")
-            atomic_write_bytes(sidecar, _provenance(rf, rule_path, run).encode("utf-8"), group)
-    return runs
-
-
-def _refuse_overwriting_inputs(runs: list[GraphRun], folder: str) -> None:
-    for run in runs:
-        for path in (run.source.param, run.source.bin):
-            if path is None:
+    prepared = prepare(rule_path, param, bin_path, sets, work_parent=None)
+    try:
+        rf = prepared.rules
+        done: dict[str, GraphRun] = {}
+        for gname, spec in rf.graphs.items():
+            rule = next((r for r in spec.rules if isinstance(r, Rule) and r.name == rule_name), None)
+            run = _start(prepared, gname, spec, done)
+            variables = dict(rf.vars)
+            if rule is None:
+                run.report = apply_graph(
+                    run.graph, spec, strict=strict, checkpoints=prepared.checkpoints, variables=variables
+                )
+                done[gname] = run
                 continue
-            target = Path(folder) / Path(path).name
-            if target.exists() and os.path.samefile(target, path):
-                raise GsurgError(f"{target}: refusing to overwrite an input; choose another --out")
-
-
-def _provenance(rf: RuleFile, rule_path: str, run: GraphRun) -> str:
-    doc: dict[str, Any] = {
-        "rule_file": rule_path,
-        "rule_set": rf.name,
-        "graph": run.name,
-        "rules": [
-            {"rule": o.rule, "matches": o.matches, "iterations": o.iterations} for o in run.report.outcomes
-        ],
-        "layers": {name: run.report.provenance[name] for name in sorted(run.report.provenance)},
-    }
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+            graph = run.graph
+            apply_graph(
+                graph,
+                spec,
+                strict=strict,
+                checkpoints=prepared.checkpoints,
+                variables=variables,
+                stop_before=rule_name,
+            )
+            lines = [f"rule {rule_name} on graph {gname} ({rule.expect.describe()} expected):"]
+            if isinstance(rule.match, PatternSpec):
+                pattern = compile_pattern(rule.match.pattern, rule.match.where, path=f"rule {rule_name}")
+                for layer, verdict in explain_pattern(graph, pattern):
+                    mark = "MATCH" if verdict.startswith("matched") else "no   "
+                    lines.append(f"  {mark} {layer.type} {layer.name}: {verdict}")
+            else:
+                for v in explain(graph, rule.match):
+                    mark = "MATCH" if v.matched else "no   "
+                    lines.append(f"  {mark} {v.layer.type} {v.layer.name}: {v.reason}")
+            return "\n".join(lines)
+        raise GsurgError(f"{rule_path}: no rule named {rule_name!r}")
+    finally:
+        prepared.close()
 
 
 def summary(runs: list[GraphRun]) -> str:
     lines = []
     for run in runs:
-        lines.append(f"graph {run.name} ({run.source.param}):")
+        lines.append(f"graph {run.name} ({run.source}):")
         for o in run.report.outcomes:
-            lines.append(f"  rule {o.rule}: {o.matches} match(es) in {o.iterations} iteration(s)")
+            if o.skipped:
+                lines.append(f"  rule {o.rule}: skipped (its `when` is false)")
+            else:
+                lines.append(f"  rule {o.rule}: {o.matches} match(es) in {o.iterations} iteration(s)")
         before, after = run.report.types_before, run.report.types_after
         for t in sorted(set(before) | set(after)):
             if before[t] != after[t]:
                 lines.append(f"  {t}: {before[t]} -> {after[t]} layers")
-        if run.bytes_before is not None:
+        if run.storage_changes:
+            lines.append(f"  storage policy re-stored {len(run.storage_changes)} weight(s)")
+        if run.bytes_before is not None or run.bytes_after is not None:
+            before_text = "none" if run.bytes_before is None else f"{run.bytes_before}"
             after_text = "not written" if run.bytes_after is None else f"{run.bytes_after}"
-            lines.append(f"  .bin bytes: {run.bytes_before} -> {after_text}")
+            lines.append(f"  .bin bytes: {before_text} -> {after_text}")
     return "\n".join(lines)

@@ -20,6 +20,7 @@ from graphsurgeon.ir.passes import (
     toposort,
 )
 from graphsurgeon.rewrite.actions import ActionContext, ActionModel
+from graphsurgeon.rewrite.interface import declared_names
 from graphsurgeon.rewrite.pattern import Pattern, compile_pattern, find_pattern
 from graphsurgeon.rewrite.pattern import best_partial as pattern_best_partial
 from graphsurgeon.rewrite.rulefile import GraphSpec, PassStep, PatternSpec, Rule, Selector
@@ -52,6 +53,7 @@ class RuleOutcome:
     rule: str
     matches: int
     iterations: int
+    skipped: bool = False  # its `when` was false
 
 
 @dataclass
@@ -60,6 +62,8 @@ class ApplyReport:
     provenance: dict[str, list[str]] = field(default_factory=dict)  # layer name -> "rule: what it did"
     types_before: Counter[str] = field(default_factory=Counter)
     types_after: Counter[str] = field(default_factory=Counter)
+    pinned: set[tuple[int, str]] = field(default_factory=set)  # (id(layer), slot) given a storage by a rule
+    held: list[Layer] = field(default_factory=list)  # keeps pinned layers alive, so their ids stay unique
 
 
 def _errors(findings: list[Finding]) -> set[tuple[str, str | None, str]]:
@@ -98,10 +102,12 @@ def run_rule(
     interface: set[str],
     report: ApplyReport,
     checkpoints: dict[str, Any] | None = None,
+    variables: dict[str, Any] | None = None,
 ) -> RuleOutcome:
     """Apply the rule to every match, once, until no new match appears (within MAX_ITERATIONS), then check
     ``expect`` against the number of matches. For a pattern rule an action acts on the layer its ``layer``
-    capture names (default: the layer matching the first pattern line)."""
+    capture names (default: the layer matching the first pattern line). Matches are numbered in the order
+    they are applied (``{match}`` in per-match templates)."""
     spec = rule.match
     if isinstance(spec, PatternSpec):
         try:
@@ -144,7 +150,8 @@ def run_rule(
         for match in fresh:
             seen.add(tuple(id(x) for x in match.layers))
             held.extend(match.layers)
-            _apply_match(graph, rule, match, interface, report, checkpoints or {})
+            ordinal = len(seen) - 1
+            _apply_match(graph, rule, match, interface, report, checkpoints or {}, variables or {}, ordinal)
     matched = len(seen)
     if not rule.expect.allows(matched):
         miss = closest() if matched < (rule.expect.count or rule.expect.min or 0) else None
@@ -162,6 +169,8 @@ def _apply_match(
     interface: set[str],
     report: ApplyReport,
     checkpoints: dict[str, Any],
+    variables: dict[str, Any],
+    ordinal: int,
 ) -> None:
     ctx = ActionContext(
         interface,
@@ -170,6 +179,9 @@ def _apply_match(
         matched=list(match.layers),
         layers=dict(match.targets),
         values=dict(match.captures),
+        variables=variables,
+        ordinal=ordinal,
+        pinned=report.pinned,
     )
     for action in rule.do:
         target = match.layers[0]
@@ -182,6 +194,7 @@ def _apply_match(
             target = found
         what = _act(graph, target, action, ctx, rule.name)
         report.provenance.setdefault(target.name, []).append(f"{rule.name}: {what}")
+    report.held.extend(ctx.layers.values())
 
 
 def run_pass(graph: Graph, step: PassStep, interface: set[str]) -> RuleOutcome:
@@ -207,13 +220,14 @@ def apply_graph(
     *,
     strict: bool = False,
     checkpoints: dict[str, Any] | None = None,
+    variables: dict[str, Any] | None = None,
     stop_before: str | None = None,
 ) -> ApplyReport:
-    """Run ``spec``'s rules in order on ``graph`` (in place), checking the interface after each and, with
-    ``strict``, re-linting. With ``stop_before``, return just before the rule or step of that name runs
-    (``--explain`` sees the graph that rule would see)."""
+    """Run ``spec``'s rules in order on ``graph`` (in place), checking protected blobs after each and,
+    with ``strict``, re-linting; rules whose ``when`` is false are skipped. With ``stop_before``, return just
+    before the rule or step of that name runs (``--explain`` sees the graph that rule would see)."""
     report = ApplyReport(types_before=Counter(layer.type for layer in graph.layers))
-    interface = set(spec.interface)
+    interface = spec.protected
     missing = sorted(name for name in interface if name not in graph.blobs)
     if missing:
         raise RuleFailed(f"interface blob(s) {missing} are not in the input graph")
@@ -222,9 +236,13 @@ def apply_graph(
         if rule.name == stop_before:
             break
         if isinstance(rule, PassStep):
-            report.outcomes.append(run_pass(graph, rule, interface))
+            keep = interface | declared_names(graph, spec.interface)
+            report.outcomes.append(run_pass(graph, rule, keep))
+        elif not rule.when:
+            report.outcomes.append(RuleOutcome(rule.name, 0, 0, skipped=True))
+            continue
         else:
-            report.outcomes.append(run_rule(graph, rule, interface, report, checkpoints))
+            report.outcomes.append(run_rule(graph, rule, interface, report, checkpoints, variables))
         gone = sorted(name for name in interface if name not in graph.blobs)
         if gone:
             raise RuleFailed(f"rule {rule.name}: removed interface blob(s) {gone}")

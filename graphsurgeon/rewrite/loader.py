@@ -1,24 +1,43 @@
-"""Loading a rule file: YAML with line numbers, ``${name}`` variables (``--set`` overrides, typed as YAML
-scalars), validation against ``rulefile.RuleFile``, and errors that name ``file:line`` and what was expected
-there. Also the JSON Schema export behind ``gsurg schema rules``."""
+"""Loading a rule file: YAML with line numbers, ``include:`` of other rule files, variables and facts
+(``rewrite.scope``), paths made absolute, and validation against ``rulefile.RuleFile`` with errors that
+name ``file:line`` and what was expected there. Also the JSON Schema behind ``gsurg schema rules``.
+
+Loading happens in two steps, because a graph may read facts about the models it rewrites and those may
+first have to be exported: ``open_rule_file`` reads every file, merges them and evaluates the sections that
+say where models come from (``source``, ``inputs``, ``checkpoints``, ``outputs``); ``RuleProgram.finish``
+evaluates ``graphs`` and ``side_files`` and validates the whole. ``load_rule_file`` does both.
+
+Merging: an included file's entries come first and the including file's win — ``vars`` and the entries of
+``inputs``, ``checkpoints`` and ``graphs`` by name (a graph is replaced whole, keeping its place), ``source``
+and ``outputs`` whole; ``side_files`` are concatenated. ``--set`` overrides any variable.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from graphsurgeon.rewrite.actions import ACTION_KEYS
 from graphsurgeon.rewrite.rulefile import RuleFile
+from graphsurgeon.rewrite.scope import LazyFacts, Scope, VarDef
+from graphsurgeon.rewrite.sections import CheckpointInput, ModelInput, Outputs, Source
 from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, load_located
 
 #: Error kinds in the order they explain a union best: a validator's own message, then a wrong literal or
 #: pattern, then a missing or an unexpected key; plain type errors ("not an int") come last.
 _SPECIFIC = ("value_error", "literal_error", "string_pattern_mismatch", "missing", "extra_forbidden")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_HEADER = ("version", "name", "description", "source", "inputs", "checkpoints", "outputs")
+_BY_NAME = ("inputs", "checkpoints", "graphs")  # sections merged entry by entry
+_LATE = ("graphs", "side_files")  # evaluated by finish(): they may read facts about the input models
+_LEADING_VAR = re.compile(r"\s*\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}")
 
 
 def json_schema() -> str:
@@ -29,62 +48,286 @@ def json_schema() -> str:
     return json.dumps(schema, indent=2)
 
 
-def _substitute(value: Any, variables: dict[str, Any], src: LocatedYaml, loc: tuple[Any, ...]) -> Any:
-    """``${name}`` inside a string is replaced by the variable's text; a string that is exactly one
-    ``${name}`` takes the variable's own value, so numbers stay numbers."""
-    if isinstance(value, str):
-
-        def lookup(name: str) -> Any:
-            if name not in variables:
-                raise RuleFileError(
-                    f"{src.where(loc)}: unknown variable ${{{name}}} (define it in vars or --set)"
-                )
-            return variables[name]
-
-        whole = _VAR.fullmatch(value)
-        if whole is not None:
-            return lookup(whole.group(1))
-        return _VAR.sub(lambda m: str(lookup(m.group(1))), value)
-    if isinstance(value, dict):
-        return {k: _substitute(v, variables, src, (*loc, k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, variables, src, (*loc, i)) for i, v in enumerate(value)]
-    return value
-
-
-def load_rule_file(path: str, overrides: dict[str, str] | None = None, text: str | None = None) -> RuleFile:
-    """Read, substitute variables in, and validate a rule file. Errors name ``file:line`` and what was
-    expected there."""
-    src = load_located(path, text)
+def _read_tree(path: Path, text: str | None, chain: tuple[Path, ...]) -> list[LocatedYaml]:
+    """``path`` and everything it includes, included files first (each once, in order)."""
+    if path in chain:
+        cycle = " -> ".join(str(p) for p in (*chain[chain.index(path) :], path))
+        raise RuleFileError(f"{chain[-1]}: include cycle: {cycle}")
+    src = load_located(str(path), text)
     if not isinstance(src.data, dict):
         raise RuleFileError(f"{path}:1: a rule file is a YAML mapping (version, name, graphs, …)")
-    raw_vars = src.data.get("vars") or {}
-    if not isinstance(raw_vars, dict):
-        raise RuleFileError(f"{src.where(('vars',))}: vars is a mapping of name: value")
-    variables: dict[str, Any] = {str(k): v for k, v in raw_vars.items()}
-    unknown = set(overrides or {}) - set(variables)
-    if unknown:
-        raise RuleFileError(f"{path}: --set {sorted(unknown)[0]}: the rule file declares no such variable")
-    for key, text in (overrides or {}).items():  # --set values are typed as YAML scalars: 2048 is an int
-        variables[key] = yaml.safe_load(text) if text.strip() else text
-    data = {k: (v if k == "vars" else _substitute(v, variables, src, (k,))) for k, v in src.data.items()}
-    if overrides:
-        data["vars"] = variables
+    includes = src.data.get("include") or []
+    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+        raise RuleFileError(f"{src.where(('include',))}: include is a list of rule-file paths")
+    files: list[LocatedYaml] = []
+    for i, item in enumerate(includes):
+        child = (path.parent / item).resolve()
+        if not child.is_file():
+            raise RuleFileError(f"{src.where(('include', i))}: included rule file {child} does not exist")
+        for sub in _read_tree(child, None, (*chain, path)):
+            if all(Path(f.path) != Path(sub.path) for f in files):
+                files.append(sub)
+    files.append(src)
+    return files
+
+
+def _var_defs(files: list[LocatedYaml], overrides: Mapping[str, str], cwd: Path) -> dict[str, VarDef]:
+    defs: dict[str, VarDef] = {}
+    for src in files:
+        raw_vars = src.data.get("vars") or {}
+        if not isinstance(raw_vars, dict):
+            raise RuleFileError(f"{src.where(('vars',))}: vars is a mapping of name: value")
+        for name, raw in raw_vars.items():
+            where = src.where(("vars", name))
+            is_path = isinstance(raw, dict)
+            if is_path and (set(raw) != {"path"} or not isinstance(raw["path"], str)):
+                raise RuleFileError(f"{where}: a variable is a scalar, or {{path: PATH}} for a path")
+            declared = raw["path"] if is_path else raw
+            defs[str(name)] = VarDef(str(name), declared, where, Path(src.path).parent, is_path)
+    for name, text in overrides.items():
+        if name not in defs:
+            raise RuleFileError(f"{files[-1].path}: --set {name}: the rule file declares no such variable")
+        value: Any = yaml.safe_load(text) if text.strip() else text  # typed as a YAML scalar: 2048 is an int
+        if isinstance(value, dict | list):
+            value = text
+        defs[name] = VarDef(name, value, f"--set {name}", cwd, defs[name].is_path)
+    return defs
+
+
+def _path_field(loc: tuple[Any, ...]) -> str | None:
+    """Which kind of path a field holds: "path", "module" (source.export), "template", or None."""
+    if loc == ("source", "export"):
+        return "module"
+    if loc in (("source", "checkpoint"), ("outputs", "dir")):
+        return "path"
+    if len(loc) == 3 and loc[0] == "inputs" and loc[2] in ("param", "bin"):
+        return "path"
+    if len(loc) == 3 and loc[0] == "checkpoints" and loc[2] == "path":
+        return "path"
+    if len(loc) == 3 and loc[0] == "side_files" and loc[2] == "copy":
+        return "path"
+    if len(loc) == 3 and loc[0] == "side_files" and loc[2] == "template":
+        return "template"
+    return None
+
+
+def _resolve(kind: str, value: str, base: Path) -> str:
+    if kind == "module":
+        module, sep, attr = value.rpartition(":")
+        if sep and (module.endswith(".py") or "/" in module or os.sep in module):
+            return f"{(base / module).resolve()}:{attr}"
+        return value
+    if kind == "template" and "/" not in value and not (base / value).exists():
+        return value  # a template name in emit/
+    return str((base / Path(value).expanduser()).resolve())
+
+
+@dataclass
+class RuleProgram:
+    """A rule file between the two loading steps (see the module docstring)."""
+
+    path: str
+    files: list[LocatedYaml]
+    scope: Scope
+    header: dict[str, Any]
+    cli_vars: set[str]
+    cwd: Path
+    origins: dict[tuple[Any, ...], LocatedYaml] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)  # input name -> its .param, once known
+    _graph_facts: Callable[[str], Any] | None = None
+
+    # ---- facts -------------------------------------------------------------------------------------------
+    def provide_model(self, input_name: str, param: str) -> None:
+        """Say where an input's .param is (an export's, once pnnx made it), for ``inputs.<name>`` facts."""
+        self.models[input_name] = param
+
+    def _input_facts(self) -> Mapping[str, Any]:
+        names = list(self.header.get("inputs") or {})
+
+        def facts(name: str) -> Any:
+            if name not in self.models:
+                raise RuleFileError(f"{self.path}: facts about input {name} are read before it is exported")
+            from graphsurgeon.formats.param_any import read_param  # the grammar, loaded on first use
+
+            graph = read_param(self.models[name])
+            count: dict[str, int] = {}
+            for layer in graph.layers:
+                count[layer.type] = count.get(layer.type, 0) + 1
+            return {"count": _Counts(count), "layer_count": len(graph.layers), "blob_count": len(graph.blobs)}
+
+        return LazyFacts(names, facts)
+
+    def _config(self) -> Any:
+        source = self.header.get("source") or {}
+        checkpoint = source.get("checkpoint") if isinstance(source, dict) else None
+        if not checkpoint:
+            raise RuleFileError(
+                f"{self.path}: `config` facts need source.checkpoint (a folder with config.json)"
+            )
+        config = Path(checkpoint) / "config.json"
+        try:
+            return json.loads(config.read_text(encoding="utf-8"))
+        except OSError as err:
+            raise RuleFileError(f"{config}: cannot read the checkpoint's config: {err.strerror}") from None
+        except ValueError as err:
+            raise RuleFileError(f"{config}: not valid JSON: {err}") from None
+
+    # ---- the second step ---------------------------------------------------------------------------------
+    def finish(self) -> RuleFile:
+        """Evaluate ``graphs`` and ``side_files`` and validate the whole rule file."""
+        data = dict(self.header)
+        for section in _LATE:
+            for src in self.files:
+                if section in src.data:
+                    _merge(data, section, self._evaluate(src, section), src, self.origins)
+        data["vars"] = self.scope.values()
+        data["include"] = list(self.files[-1].data.get("include") or [])
+        return _validate(RuleFile, data, self)
+
+    def _evaluate(self, src: LocatedYaml, section: str) -> Any:
+        base = Path(src.path).parent
+
+        def walk(value: Any, loc: tuple[Any, ...]) -> Any:
+            if isinstance(value, dict):
+                return {k: walk(v, (*loc, k)) for k, v in value.items()}
+            if isinstance(value, list):
+                return [walk(v, (*loc, i)) for i, v in enumerate(value)]
+            rendered = self.scope.render(value, src.where(loc)) if isinstance(value, str) else value
+            kind = _path_field(loc)
+            if kind is None or not isinstance(rendered, str):
+                return rendered
+            lead = _LEADING_VAR.match(value) if isinstance(value, str) else None
+            origin = self.cwd if lead is not None and lead.group(1) in self.cli_vars else base
+            return _resolve(kind, rendered, origin)
+
+        return walk(src.data[section], (section,))
+
+
+class _Counts(dict[str, int]):
+    """Layer counts by type; a type the model does not use counts 0."""
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str)
+
+    def __missing__(self, key: str) -> int:
+        return 0
+
+
+def _merge(
+    data: dict[str, Any],
+    section: str,
+    value: Any,
+    src: LocatedYaml,
+    origins: dict[tuple[Any, ...], LocatedYaml],
+) -> None:
+    if section in _BY_NAME:
+        if not isinstance(value, dict):
+            raise RuleFileError(f"{src.where((section,))}: {section} is a mapping of name: entry")
+        merged = dict(data.get(section) or {})
+        for name, entry in value.items():
+            merged[name] = entry
+            origins[(section, name)] = src
+        data[section] = merged
+    elif section == "side_files":
+        if not isinstance(value, list):
+            raise RuleFileError(f"{src.where((section,))}: side_files is a list")
+        start = len(data.get(section) or [])
+        data[section] = [*(data.get(section) or []), *value]
+        for i in range(len(value)):
+            origins[(section, start + i)] = src
+    else:
+        data[section] = value
+        origins[(section,)] = src
+
+
+def open_rule_file(
+    path: str,
+    overrides: Mapping[str, str] | None = None,
+    text: str | None = None,
+    *,
+    cwd: str | None = None,
+) -> RuleProgram:
+    """Read ``path`` and its includes, set up variables and facts, and evaluate the sections that say
+    where models come from. ``overrides`` are ``--set`` values (paths in them are relative to ``cwd``)."""
+    here = Path(cwd or os.getcwd())
+    files = _read_tree(Path(path).resolve() if text is None else Path(path).absolute(), text, ())
+    overrides = dict(overrides or {})
+    scope = Scope(_var_defs(files, overrides, here))
+    program = RuleProgram(path, files, scope, {}, set(overrides), here)
+    scope.add_fact("config", program._config)
+    scope.add_fact("inputs", program._input_facts)
+    known = {"include", "vars", *_HEADER, *_LATE}
+    for src in files:
+        for key in src.data:
+            if key not in known:
+                raise RuleFileError(
+                    f"{src.where((key,))}: unknown section {key!r} (sections: {', '.join(sorted(known))})"
+                )
+    for section in _HEADER:
+        for src in files:
+            if section in src.data:
+                _merge(program.header, section, program._evaluate(src, section), src, program.origins)
+    _validate_header(program)
+    for name, entry in (program.header.get("inputs") or {}).items():
+        if isinstance(entry, dict) and entry.get("param"):
+            program.provide_model(name, entry["param"])
+    return program
+
+
+def load_rule_file(
+    path: str, overrides: Mapping[str, str] | None = None, text: str | None = None
+) -> RuleFile:
+    """Read, merge, evaluate and validate a rule file in one step (facts about exported models are not
+    available this way: use ``open_rule_file`` and ``finish``)."""
+    return open_rule_file(path, overrides, text).finish()
+
+
+def _validate_header(program: RuleProgram) -> None:
+    """Check the sections ``open_rule_file`` evaluated, so a bad source or input fails before any export."""
+    header = program.header
+    checks: list[tuple[type[BaseModel], Any, tuple[Any, ...]]] = []
+    if header.get("source") is not None:
+        checks.append((Source, header["source"], ("source",)))
+    if header.get("outputs") is not None:
+        checks.append((Outputs, header["outputs"], ("outputs",)))
+    entry_models: tuple[tuple[str, type[BaseModel]], ...] = (
+        ("inputs", ModelInput),
+        ("checkpoints", CheckpointInput),
+    )
+    for section, model in entry_models:
+        entries = header.get(section) or {}
+        if not isinstance(entries, dict):
+            src = program.origins.get((section,), program.files[-1])
+            raise RuleFileError(f"{src.where((section,))}: {section} is a mapping of name: entry")
+        checks.extend((model, value, (section, name)) for name, value in entries.items())
+    for model, value, loc in checks:
+        try:
+            model.model_validate(value)
+        except ValidationError as err:
+            _raise(err, header, program, prefix=loc)
+
+
+def _validate(model: type[RuleFile], data: dict[str, Any], program: RuleProgram) -> RuleFile:
     try:
-        return RuleFile.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as err:
-        errors = err.errors()
-        # in a union, a validator's or schema's own complaint says more than "not an int"
-        rank = {kind: i for i, kind in enumerate(_SPECIFIC)}
-        first = min(errors, key=lambda e: rank.get(e["type"], len(rank)))
-        loc = _data_path(data, tuple(first["loc"]))
-        field = ".".join(str(p) for p in loc) or "(top level)"
-        message = first["msg"]
-        if first["type"] == "union_tag_not_found" and loc and loc[-2:-1] == ("do",):
-            message = f"an action is one of {', '.join(ACTION_KEYS)}"
-        elif first["type"] == "union_tag_not_found":
-            message = "not a form this field takes"
-        raise RuleFileError(f"{src.where(loc)}: {field}: {message}") from None
+        _raise(err, data, program)
+
+
+def _raise(err: ValidationError, data: Any, program: RuleProgram, prefix: tuple[Any, ...] = ()) -> NoReturn:
+    errors = err.errors()
+    # in a union, a validator's or schema's own complaint says more than "not an int"
+    rank = {kind: i for i, kind in enumerate(_SPECIFIC)}
+    first = min(errors, key=lambda e: rank.get(e["type"], len(rank)))
+    loc = _data_path(data, (*prefix, *first["loc"]))
+    where = "(top level)" if not loc else ".".join(str(p) for p in loc)
+    message = first["msg"]
+    if first["type"] == "union_tag_not_found" and loc and loc[-2:-1] == ("do",):
+        message = f"an action is one of {', '.join(ACTION_KEYS)}"
+    elif first["type"] == "union_tag_not_found":
+        message = "not a form this field takes"
+    src = program.origins.get(tuple(loc[:2])) or program.origins.get(tuple(loc[:1])) or program.files[-1]
+    raise RuleFileError(f"{src.where(loc)}: {where}: {message}") from None
 
 
 def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:

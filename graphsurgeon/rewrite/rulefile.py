@@ -10,14 +10,24 @@ what it does. Validation errors name the YAML file and line.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.rewrite.actions import AnyAction
-from graphsurgeon.rewrite.actions.params import ParamValue
+from graphsurgeon.rewrite.sections import (
+    CheckpointInput,
+    GraphOutput,
+    Interface,
+    ModelInput,
+    Outputs,
+    PathVar,
+    SideFile,
+    Source,
+    StoragePolicy,
+)
+from graphsurgeon.rewrite.select import Selector
 from graphsurgeon.rewrite.strict import StrictModel
 from graphsurgeon.schema.expr import compile_expr
 
@@ -26,64 +36,6 @@ def _has(value: Any, key: str) -> bool:
     return (
         key in value if isinstance(value, dict) else hasattr(value, key) and getattr(value, key) is not None
     )
-
-
-class ModelInput(StrictModel):
-    """A model the rules read: its .param and, when weights are rewritten or checked, its .bin."""
-
-    param: str
-    bin: str | None = None
-
-
-class CheckpointInput(StrictModel):
-    """A safetensors checkpoint (single file or sharded ``*.safetensors.index.json``) weights come from."""
-
-    path: str
-
-
-class ParamTest(StrictModel):
-    """A predicate on one param, by name: exactly one of the comparisons."""
-
-    eq: ParamValue | None = None
-    ne: ParamValue | None = None
-    lt: float | None = None
-    le: float | None = None
-    gt: float | None = None
-    ge: float | None = None
-    in_: list[ParamValue] | None = Field(default=None, alias="in")
-
-    @model_validator(mode="after")
-    def _one(self) -> ParamTest:
-        given = [k for k, v in self.__dict__.items() if v is not None]
-        if len(given) != 1:
-            raise ValueError(f"give exactly one of eq, ne, lt, le, gt, ge, in (got {given or 'none'})")
-        return self
-
-
-class Selector(StrictModel):
-    """Which layers a rule looks at: type, name regex, params by name, and what feeds or reads them."""
-
-    type: str | list[str] | None = None
-    name: str | None = Field(default=None, description="a regular expression the whole layer name must match")
-
-    @model_validator(mode="after")
-    def _regex(self) -> Selector:
-        if self.name is not None:
-            try:
-                re.compile(self.name)
-            except re.error as err:
-                raise ValueError(f"name {self.name!r} is not a valid regular expression: {err}") from None
-        return self
-
-    params: dict[
-        str,
-        Annotated[
-            Annotated[ParamValue, Tag("value")] | Annotated[ParamTest, Tag("test")],
-            Discriminator(lambda v: "test" if isinstance(v, dict | ParamTest) else "value"),
-        ],
-    ] = Field(default_factory=dict)
-    producer: Selector | None = Field(default=None, description="the layer producing input 0")
-    consumer: Selector | None = Field(default=None, description="some layer reading output 0")
 
 
 class Expect(StrictModel):
@@ -144,6 +96,9 @@ class Rule(StrictModel):
         Annotated[Selector, Tag("selector")] | Annotated[PatternSpec, Tag("pattern")],
         Discriminator(lambda v: "pattern" if _has(v, "pattern") else "selector"),
     ]
+    when: bool = Field(
+        default=True, description="run the rule only when this holds, e.g. ${rope == 'explicit'}"
+    )
     expect: Expect
     do: list[AnyAction] = Field(min_length=1)
 
@@ -162,8 +117,19 @@ class PassStep(StrictModel):
 
 
 class GraphSpec(StrictModel):
-    input: str = Field(default="model", description="which entry of `inputs` this graph rewrites")
-    interface: list[str] = Field(default_factory=list, description="blob names no rule may remove or rename")
+    input: str = Field(
+        default="model",
+        description="an entry of `inputs`, or an earlier graph whose result this graph rewrites further",
+    )
+    interface: list[str] | Interface = Field(
+        default_factory=list,
+        description="a list: blob names no rule may remove or rename; {inputs, outputs}: the names the "
+        "result must expose (rules may reach them by renames), checked on the result",
+    )
+    output: GraphOutput | None = Field(
+        default=None, description="file names inside the output folder (default: the input's names)"
+    )
+    storage: StoragePolicy | None = Field(default=None, description="how tagged weights are stored")
     rules: list[
         Annotated[
             Annotated[Rule, Tag("rule")] | Annotated[PassStep, Tag("pass")],
@@ -171,17 +137,50 @@ class GraphSpec(StrictModel):
         ]
     ] = Field(default_factory=list)
 
-
-class Outputs(StrictModel):
-    dir: str | None = Field(default=None, description="output folder (the command's --out wins)")
+    @property
+    def protected(self) -> set[str]:
+        """Blob names no rule may remove or rename (the list form of ``interface``)."""
+        return set(self.interface) if isinstance(self.interface, list) else set()
 
 
 class RuleFile(StrictModel):
+    """A whole rule file, after its includes are merged and its ``${…}`` templates evaluated."""
+
     version: Literal[1]
     name: str
     description: str = ""
-    vars: dict[str, str | int | float] = Field(default_factory=dict)
+    include: list[str] = Field(
+        default_factory=list,
+        description="rule files whose vars, inputs, graphs and side files this one "
+        "inherits (its own entries win); paths relative to this file",
+    )
+    vars: dict[str, str | int | float | bool | PathVar] = Field(default_factory=dict)
+    source: Source | None = None
     inputs: dict[str, ModelInput] = Field(default_factory=dict)
     checkpoints: dict[str, CheckpointInput] = Field(default_factory=dict)
     graphs: dict[str, GraphSpec]
+    side_files: list[SideFile] = Field(default_factory=list)
     outputs: Outputs = Outputs()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RuleFile:
+        outputs: dict[str, str] = {}
+        seen: list[str] = []
+        for name, graph in self.graphs.items():
+            if graph.input in self.graphs and graph.input in self.inputs:
+                raise ValueError(f"graph {name}: input {graph.input!r} is both an input and a graph")
+            if graph.input in self.graphs and graph.input not in seen:
+                raise ValueError(f"graph {name}: takes graph {graph.input!r}, which is declared after it")
+            seen.append(name)
+            if graph.output is not None:
+                for path in (graph.output.param, graph.output.bin):
+                    if path is None:
+                        continue
+                    if path in outputs:
+                        raise ValueError(f"graphs {outputs[path]} and {name} both write {path}")
+                    outputs[path] = f"{name}"
+        for side in self.side_files:
+            if side.output in outputs:
+                raise ValueError(f"side file {side.output} is also written by graph {outputs[side.output]}")
+            outputs[side.output] = "a side file"
+        return self

@@ -1,16 +1,64 @@
-"""Selector matching: which layers a rule's ``match`` picks, and, for ``--explain``, why each candidate
-did or did not match (the first test it failed)."""
+"""Selectors: the model of a rule's ``match`` (type, name regex, params, producer and consumer), the layers
+it picks, and, for ``--explain``, why each candidate did or did not match (the first test it failed)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.params import to_f32
-from graphsurgeon.rewrite.rulefile import ParamTest, Selector
+from graphsurgeon.rewrite.actions.params import ParamValue
+from graphsurgeon.rewrite.strict import StrictModel
+
+
+class ParamTest(StrictModel):
+    """A predicate on one param, by name: exactly one of the comparisons."""
+
+    eq: ParamValue | None = None
+    ne: ParamValue | None = None
+    lt: float | None = None
+    le: float | None = None
+    gt: float | None = None
+    ge: float | None = None
+    in_: list[ParamValue] | None = Field(default=None, alias="in")
+
+    @model_validator(mode="after")
+    def _one(self) -> ParamTest:
+        given = [k for k, v in self.__dict__.items() if v is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of eq, ne, lt, le, gt, ge, in (got {given or 'none'})")
+        return self
+
+
+class Selector(StrictModel):
+    """Which layers a rule looks at: type, name regex, params by name, and what feeds or reads them."""
+
+    type: str | list[str] | None = None
+    name: str | None = Field(default=None, description="a regular expression the whole layer name must match")
+
+    @model_validator(mode="after")
+    def _regex(self) -> Selector:
+        if self.name is not None:
+            try:
+                re.compile(self.name)
+            except re.error as err:
+                raise ValueError(f"name {self.name!r} is not a valid regular expression: {err}") from None
+        return self
+
+    params: dict[
+        str,
+        Annotated[
+            Annotated[ParamValue, Tag("value")] | Annotated[ParamTest, Tag("test")],
+            Discriminator(lambda v: "test" if isinstance(v, dict | ParamTest) else "value"),
+        ],
+    ] = Field(default_factory=dict)
+    producer: Selector | None = Field(default=None, description="the layer producing input 0")
+    consumer: Selector | None = Field(default=None, description="some layer reading output 0")
 
 
 @dataclass(frozen=True, slots=True)

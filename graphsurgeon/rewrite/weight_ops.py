@@ -7,9 +7,10 @@ Applied to one matched layer, in this order:
    layer's *current* params, so an earlier ``set`` that resizes the layer is seen). Only float slots can be
    written: tagged (load type 0) and raw fp32 (type 1); raw-byte loads (block-quantized types 3/4/6/8)
    cannot.
-2. **Source.** With ``from``, a checkpoint tensor: the template is filled with ``str.format(**captures)``
-   (the named groups of the selector's ``name`` regex, e.g. ``name: 'fc(?P<i>\\d+)'`` and
-   ``from: "model.layers.{i}.weight"``), and read from checkpoint ``checkpoint`` — or from the only
+2. **Source.** With ``from``, a checkpoint tensor: the name is a per-match template
+   (``rewrite.match_template``: the named groups of the selector's ``name`` regex, e.g. ``name:
+   'fc(?P<i>\\d+)'`` and ``from: "model.layers.{i}.weight"``, pattern captures, ``match``, variables), read
+   from checkpoint ``checkpoint`` — or from the only
    checkpoint the rule file declares. Its dtype must be fp32, fp16 or bf16 (widened to float32). Without
    ``from``, the slot's current data (the model must have been given with ``--bin``, or an earlier weight
    action set it), in its own shape: the load shape the .bin walk recorded (flat for InnerProduct
@@ -55,9 +56,12 @@ from graphsurgeon.formats.safetensors import Checkpoint, storage_name
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import Storage, Weight
 from graphsurgeon.rewrite.actions.weights import WeightOp
+from graphsurgeon.rewrite.match_template import TemplateError
 from graphsurgeon.schema.catalog import ActiveWeight
 from graphsurgeon.transforms import Transform, TransformError, parse_transform
 
+#: Fills a per-match template (``ActionContext.render``): (template, where) -> text.
+Render = Callable[[str, str], str]
 _CHECKPOINT_DTYPES = {"F32", "F16", "BF16"}
 #: Current data that decodes to meaningful float32 values (int8 and raw bytes do not).
 _FLOAT_STORAGES = {
@@ -78,7 +82,7 @@ def apply_weight_op(
     graph: Graph,
     layer: Layer,
     op: WeightOp,
-    captures: Mapping[str, str],
+    render: Render,
     checkpoints: Mapping[str, Checkpoint],
 ) -> str:
     """Give ``layer``'s slot ``op.slot`` a lazy weight per ``op`` (see the module docstring); returns the
@@ -92,7 +96,7 @@ def apply_weight_op(
     if op.from_ is not None:
         label, ckpt = _checkpoint(op.checkpoint, checkpoints, where)
         templates = [op.from_] if isinstance(op.from_, str) else list(op.from_)
-        names = [_tensor_name(t, captures, where) for t in templates]
+        names = [_tensor_name(t, render, where) for t in templates]
         shapes = [_tensor_shape(ckpt, label, n, t, where) for n, t in zip(names, templates, strict=True)]
         in_shape = _concat_shape(shapes, op.concat_axis, names, where)
         if len(names) == 1:
@@ -216,26 +220,11 @@ def _checkpoint(
     return label, ckpt
 
 
-def _tensor_name(template: str, captures: Mapping[str, str], where: str) -> str:
-    have = ", ".join(f"{k}={v!r}" for k, v in sorted(captures.items())) or "none"
-    hint = "; name them with groups of the name regex, e.g. (?P<i>\\d+)"
+def _tensor_name(template: str, render: Render, where: str) -> str:
     try:
-        return template.format(**captures)
-    except KeyError as err:
-        raise WeightOpError(
-            f"{where}: tensor template {template!r} uses {{{err.args[0]}}} "
-            f"but the match captured {have}{hint}"
-        ) from None
-    except IndexError:
-        raise WeightOpError(
-            f"{where}: tensor template {template!r} has a positional field; fields are capture names "
-            f"(captured: {have})"
-        ) from None
-    except ValueError as err:
-        raise WeightOpError(
-            f"{where}: tensor template {template!r} is not a valid format string ({err}); "
-            "write a literal brace as {{ or }}"
-        ) from None
+        return render(template, f"{where}: tensor template")
+    except TemplateError as err:
+        raise WeightOpError(str(err)) from None
 
 
 def _tensor_shape(ckpt: Checkpoint, label: str, name: str, template: str, where: str) -> tuple[int, ...]:

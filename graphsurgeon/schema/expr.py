@@ -1,8 +1,10 @@
 """Safe evaluation of the catalog's size and condition expressions.
 
-The language is a Python subset: int/float literals, names, ``+ - * / // % **``, unary ``-``/``not``,
-comparisons, ``and``/``or``, ``a if c else b`` and the functions ``min max abs len sum prod ceil_div align``.
-``//`` truncates toward zero as C integer division does. Expressions are compiled once and cached.
+The language is a Python subset: int/float literals, names, ``a.b`` fields of mapping values (a rule file's
+``config.num_hidden_layers``), string literals (for ``==``/``!=``), ``+ - * / // % **``, unary
+``-``/``not``, comparisons, ``and``/``or``, ``a if c else b`` and the functions ``min max abs len sum prod
+ceil_div align``. ``//`` truncates toward zero as C integer division does. Expressions are compiled once
+and cached.
 
 Evaluation is bounded, because expressions also come from users (``--custom``, rule ``where:``) and from
 model params: arithmetic takes numbers only (no list or string repetition); every int result, intermediate
@@ -183,6 +185,20 @@ def _compile_node(node: ast.AST, source: str) -> Compiled:
     ):
         value = _run(lambda env: bounded(node.value), {}, source)
         return lambda env: value
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value  # compared with == / != (a rule's `when:`); arithmetic refuses it
+        return lambda env: text
+    if isinstance(node, ast.Attribute):
+        base, attr = _compile(node.value, source), node.attr
+
+        def member(env: Env) -> Any:
+            obj = base(env)
+            if isinstance(obj, Mapping) and attr in obj:
+                return obj[attr]
+            fields = f" (it has {', '.join(sorted(map(str, obj)))})" if isinstance(obj, Mapping) else ""
+            raise CatalogError(f"expression {source!r}: no field {attr!r}{fields}")
+
+        return member
     if isinstance(node, ast.Name):
         name = node.id
 
@@ -241,7 +257,7 @@ def _compile_node(node: ast.AST, source: str) -> Compiled:
     if isinstance(node, ast.List | ast.Tuple):
         items = [_compile(e, source) for e in node.elts]
         return lambda env: [i(env) for i in items]
-    raise CatalogError(f"expression {source!r}: {type(node).__name__} is not allowed in catalog expressions")
+    raise CatalogError(f"expression {source!r}: {type(node).__name__} is not allowed in expressions")
 
 
 def _run(compiled: Compiled, env: Env, source: str | int | float) -> Any:

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Graph, Layer
+from graphsurgeon.rewrite.match_template import render_match
 from graphsurgeon.rewrite.strict import StrictModel
 
 
@@ -31,6 +32,24 @@ class ActionContext:
     matched: list[Layer] = field(default_factory=list)  # every layer of the match (pattern rules)
     layers: dict[str, Layer] = field(default_factory=dict)  # layer captures, and layers a snippet made
     values: dict[str, Any] = field(default_factory=dict)  # captured values as they are (ints stay ints)
+    variables: dict[str, Any] = field(default_factory=dict)  # the run's variables
+    ordinal: int = 0  # this match's number among the rule's matches, in graph order
+    pinned: set[tuple[int, str]] = field(default_factory=set)  # (id(layer), slot) with a declared storage
+
+    def render(self, template: str, where: str, target: Layer | None = None) -> str:
+        """A per-match name template (``rewrite.match_template``) filled for this match."""
+        env: dict[str, Any] = dict(self.variables)
+        for key, value in self.values.items():  # a regex group "3" reads as the number 3
+            env[key] = (
+                int(value)
+                if isinstance(value, str) and value.isdigit() and str(int(value)) == value
+                else value
+            )
+        env["match"] = self.ordinal
+        named = target if target is not None else (self.matched[0] if self.matched else None)
+        if named is not None:
+            env["name"] = named.name
+        return render_match(template, env, where)
 
     def blob_name(self, token: str) -> str:
         """A blob named in an action: a literal name, or ``%capture`` resolved from the match."""

@@ -11,6 +11,9 @@ from pydantic import Discriminator, Tag
 from graphsurgeon.rewrite.actions.base import ActionModel
 from graphsurgeon.rewrite.actions.params import AxisAction, SetAction, UnsetAction
 from graphsurgeon.rewrite.actions.structure import (
+    AddBottomsAction,
+    AddInputAction,
+    AddTopsAction,
     InsertAction,
     RemoveAction,
     RenameAction,
@@ -33,6 +36,9 @@ ACTION_KINDS: tuple[type[ActionModel], ...] = (
     ReplaceAction,
     InsertAction,
     MoveWeightAction,
+    AddBottomsAction,
+    AddTopsAction,
+    AddInputAction,
 )
 ACTION_KEYS: tuple[str, ...] = tuple(kind.key for kind in ACTION_KINDS)
 assert len(set(ACTION_KEYS)) == len(ACTION_KEYS), "two action kinds share a key"

@@ -1,6 +1,8 @@
 """Actions that change the graph's structure: ``remove`` a pass-through layer, ``rename`` a layer,
 ``rewire`` an input by its catalog role, ``rename_blob``, ``replace`` the matched layers with param lines,
-and ``insert`` param lines before a layer. Interface blobs are never removed or renamed."""
+``insert`` param lines before a layer, ``add_bottoms``/``add_tops`` on a layer and ``add_input`` (an Input
+layer with several tops). New names are per-match templates (``rewrite.match_template``). Protected
+interface blobs are never removed or renamed."""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from graphsurgeon.errors import GraphError
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.rewrite import snippets
 from graphsurgeon.rewrite.actions.base import ActionContext, ActionError, ActionModel, LayerAction
+from graphsurgeon.rewrite.strict import StrictModel
 
 
 class RemoveAction(LayerAction):
@@ -38,10 +42,11 @@ class RemoveAction(LayerAction):
 
 class RenameAction(LayerAction):
     key: ClassVar[str] = "rename"
-    rename: str = Field(description="new layer name; {name} is the old one")
+    rename: str = Field(description="new layer name, a per-match template: {name} is the old one")
 
     def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
-        old, target.name = target.name, self.rename.replace("{name}", target.name)
+        new = ctx.render(self.rename, f"rename {target.name}", target)
+        old, target.name = target.name, new
         return f"renamed from {old}"
 
 
@@ -71,12 +76,15 @@ class RewireAction(LayerAction):
 
 class RenameBlobAction(ActionModel):
     key: ClassVar[str] = "rename_blob"
-    rename_blob: dict[str, str] = Field(description="old blob (name or %capture): new name")
+    rename_blob: dict[str, str] = Field(
+        description="old blob (name or %capture): new name; both per-match templates"
+    )
 
     def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
         done = []
-        for old_token, new in self.rename_blob.items():
-            old = ctx.blob_name(old_token)
+        for old_token, template in self.rename_blob.items():
+            old = ctx.blob_name(ctx.render(old_token, "rename_blob"))
+            new = ctx.render(template, f"rename_blob {old}")
             if old in ctx.interface:
                 raise ActionError(f"blob {old!r} is an interface blob and cannot be renamed")
             graph.rename_blob(old, new)
@@ -105,7 +113,8 @@ class ReplaceAction(ActionModel):
         )
         for x in matched:
             graph.remove_layer(x)
-        made, written = snippets.build(graph, self.replace, ctx.values, at, "replace")
+        text = ctx.render(self.replace, "replace")
+        made, written = snippets.build(graph, text, ctx.values, at, "replace")
         ctx.layers.update(written)
         produced = {b.name for x in made for b in x.outputs}
         lost = [name for name in needed if name not in produced]
@@ -121,8 +130,71 @@ class InsertAction(LayerAction):
     insert: str
 
     def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
-        made, written = snippets.build(
-            graph, self.insert, ctx.values, graph.layers.index(target), f"insert before {target.name}"
-        )
+        where = f"insert before {target.name}"
+        text = ctx.render(self.insert, where, target)
+        made, written = snippets.build(graph, text, ctx.values, graph.layers.index(target), where)
         ctx.layers.update(written)
         return "inserted " + ", ".join(x.name for x in made) + " before it"
+
+
+class AddBottomsAction(LayerAction):
+    """Append bottoms to the target layer, reading the named blobs (per-match templates). A name no layer
+    produces yet must be produced later (e.g. by ``add_input``) or the result's interface check fails."""
+
+    key: ClassVar[str] = "add_bottoms"
+    add_bottoms: list[str] = Field(min_length=1)
+
+    def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
+        names = [
+            ctx.blob_name(ctx.render(t, f"add_bottoms on {target.name}", target)) for t in self.add_bottoms
+        ]
+        for name in names:
+            graph.append_input(target, name)
+        return "added bottom(s) " + ", ".join(names)
+
+
+class AddTopsAction(LayerAction):
+    """Append tops to the target layer: new blobs (per-match templates) that no other layer produces."""
+
+    key: ClassVar[str] = "add_tops"
+    add_tops: list[str] = Field(min_length=1)
+
+    def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
+        names = [ctx.render(t, f"add_tops on {target.name}", target) for t in self.add_tops]
+        for name in names:
+            try:
+                graph.append_output(target, name)
+            except GraphError as err:
+                raise ActionError(str(err)) from None
+        return "added top(s) " + ", ".join(names)
+
+
+class InputTops(StrictModel):
+    name: str = Field(description="the Input layer's name (a per-match template)")
+    tops: list[str] = Field(min_length=1, description="blobs it produces (per-match templates)")
+
+
+class AddInputAction(ActionModel):
+    """Give the graph an Input layer ``name`` producing ``tops``: made (first in the graph) if the graph has
+    no layer of that name, otherwise its tops are appended to. Several matches can each add their tops to
+    one multi-top Input (ncnn's KV-cache convention: one ``Input kv_cache`` with every cache blob)."""
+
+    key: ClassVar[str] = "add_input"
+    add_input: InputTops
+
+    def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
+        spec = self.add_input
+        name = ctx.render(spec.name, "add_input")
+        tops = [ctx.render(t, f"add_input {name}") for t in spec.tops]
+        layer = next((x for x in graph.layers if x.name == name), None)
+        if layer is None:
+            layer = graph.add_layer("Input", name, [], [], index=0)
+        elif layer.type != "Input":
+            raise ActionError(f"add_input: layer {name} exists and is a {layer.type}, not an Input")
+        for top in tops:
+            try:
+                graph.append_output(layer, top)
+            except GraphError as err:
+                raise ActionError(str(err)) from None
+        ctx.layers[name] = layer
+        return f"Input {name} produces " + ", ".join(tops)

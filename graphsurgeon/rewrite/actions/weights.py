@@ -1,6 +1,7 @@
 """Actions on weights: ``weight`` (a slot from a checkpoint tensor or its own data, through transforms; see
 ``rewrite.weight_ops``) and ``move_weight`` (a weight carried from one matched or inserted layer's slot to
-another's, converted to the receiving slot's load type)."""
+another's: as it is for the same load type, otherwise re-encoded exactly — or as its declared ``storage``
+— and refused when no exact conversion exists)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from graphsurgeon.ir.graph import Graph, Layer
-from graphsurgeon.ir.weights import Storage, Weight, default_storage
+from graphsurgeon.ir.weights import Storage, Weight
 from graphsurgeon.rewrite.actions.base import ActionContext, ActionError, ActionModel, LayerAction
 from graphsurgeon.rewrite.strict import StrictModel
 
@@ -42,7 +43,9 @@ class WeightAction(LayerAction):
     def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
         from graphsurgeon.rewrite.weight_ops import apply_weight_op  # weights are the heavier dependency
 
-        return apply_weight_op(graph, target, self.weight, ctx.captures, ctx.checkpoints)
+        if self.weight.storage is not None:  # a declared storage wins over the graph's storage policy
+            ctx.pinned.add((id(target), self.weight.slot))
+        return apply_weight_op(graph, target, self.weight, ctx.render, ctx.checkpoints)
 
 
 class MoveWeight(StrictModel):
@@ -81,15 +84,53 @@ class MoveWeightAction(ActionModel):
                 f"move_weight: {src.name}.{src_slot} has {weight.count} elements, "
                 f"{dst.name}.{dst_slot} loads {slot.count}"
             )
-        if slot.load_type == weight.load_type and move.storage is None:
+        where = f"move_weight {src.name}.{src_slot} -> {dst.name}.{dst_slot}"
+        storage = _target_storage(weight, slot.load_type, move.storage, where)
+        if storage is None:  # the same load type and no declared storage: the record moves as it is
             dst.weights[dst_slot] = weight
-        else:
-            storage = Storage(move.storage) if move.storage else default_storage(slot.load_type)
-            values = weight.numpy
-            dst.weights[dst_slot] = Weight.lazy(
-                lambda: values().astype("float32").reshape(-1),
-                shape=slot.shape,
-                load_type=slot.load_type,
-                storage=storage,
+            return f"weight {dst_slot} <- {src.name}.{src_slot}"
+        if move.storage is not None:
+            ctx.pinned.add((id(dst), dst_slot))
+        values = weight.numpy
+        dst.weights[dst_slot] = Weight.lazy(
+            lambda: values().astype("float32").reshape(-1),
+            shape=slot.shape,
+            load_type=slot.load_type,
+            storage=storage,
+        )
+        return f"weight {dst_slot} <- {src.name}.{src_slot} as {storage.value}"
+
+
+#: Storages whose values decode to float32 exactly as the layer would see them.
+_FLOAT = {
+    Storage.FP32: Storage.FP32,
+    Storage.RAW: Storage.FP32,
+    Storage.FP16: Storage.FP16,
+    Storage.BF16: Storage.BF16,
+}
+
+
+def _target_storage(weight: Weight, load_type: int, declared: str | None, where: str) -> Storage | None:
+    """How a moved weight is stored in a slot of ``load_type``: None to move the record as it is, else the
+    storage to re-encode it in. A declared ``storage`` must suit the slot; without one, a tagged slot keeps
+    the source's precision and a raw slot takes fp32 (exact for fp16 and bf16 data). Anything else (int8,
+    quantization tables, raw bytes into a float slot) is refused rather than converted silently."""
+    if declared is not None:
+        wanted = Storage(declared)
+        if load_type == 1 and wanted is not Storage.FP32:
+            raise ActionError(f"{where}: the slot is loaded raw (type 1), which is fp32 only, not {declared}")
+        if load_type not in (0, 1):
+            raise ActionError(
+                f"{where}: the slot loads raw bytes (type {load_type}); storage {declared} does not apply"
             )
-        return f"weight {dst_slot} <- {src.name}.{src_slot}"
+        if weight.storage not in _FLOAT:
+            raise ActionError(f"{where}: the source is {weight.storage.value}, not float data to convert")
+        return Storage.RAW if load_type == 1 else wanted
+    if load_type == weight.load_type:
+        return None
+    if weight.storage not in _FLOAT or load_type not in (0, 1):
+        raise ActionError(
+            f"{where}: the source is {weight.storage.value} (load type {weight.load_type}) and the slot "
+            f"loads type {load_type}; there is no exact conversion"
+        )
+    return Storage.RAW if load_type == 1 else _FLOAT[weight.storage]

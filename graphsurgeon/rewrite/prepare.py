@@ -1,0 +1,134 @@
+"""Everything ``apply`` needs before the first rule runs: the rule file opened, the command line's model
+added as input ``model``, the export source's sub-models exported by pnnx into a work folder, the rule
+file finished (its graphs may read facts about those models), and its checkpoints opened.
+
+The work folder belongs to the run: ``Prepared.close`` removes it, unless it is kept (``--keep-work``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphsurgeon.errors import GsurgError
+from graphsurgeon.formats.safetensors import Checkpoint
+from graphsurgeon.rewrite.loader import RuleProgram, open_rule_file
+from graphsurgeon.rewrite.rulefile import RuleFile
+from graphsurgeon.rewrite.sections import ModelInput
+
+Progress = Callable[[str], None]
+
+
+class _LazyVars(Mapping[str, Any]):
+    """The rule file's variables as an export source sees them: each evaluated when read."""
+
+    def __init__(self, program: RuleProgram) -> None:
+        self._program = program
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._program.scope.names:
+            raise KeyError(key)
+        return self._program.scope.var(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._program.scope.names)
+
+    def __len__(self) -> int:
+        return len(self._program.scope.names)
+
+
+@dataclass
+class Prepared:
+    rules: RuleFile
+    inputs: dict[str, ModelInput]
+    checkpoints: dict[str, Checkpoint]
+    work: Path | None = None
+    keep_work: bool = False
+    exported: list[str] = field(default_factory=list)
+
+    def close(self) -> str | None:
+        """Remove the work folder unless it is kept (--keep-work); returns its path when it is kept."""
+        if self.work is None or not self.work.exists():
+            return None
+        if self.keep_work:
+            return str(self.work)
+        shutil.rmtree(self.work, ignore_errors=True)
+        return None
+
+
+def prepare(
+    rule_path: str,
+    param: str | None,
+    bin_path: str | None,
+    sets: dict[str, str],
+    *,
+    work_parent: str | None,
+    keep_work: bool = False,
+    progress: Progress | None = None,
+) -> Prepared:
+    """Open, export and finish the rule file (see the module docstring)."""
+    program = open_rule_file(rule_path, sets)
+    header_inputs = program.header.get("inputs") or {}
+    inputs = {name: ModelInput.model_validate(entry) for name, entry in header_inputs.items()}
+    if param is not None:
+        inputs["model"] = ModelInput(param=param, bin=bin_path)
+        program.provide_model("model", param)
+    elif bin_path is not None:
+        raise GsurgError("--bin needs an input .param on the command line")
+    wanted = {name: entry.export for name, entry in inputs.items() if entry.export is not None}
+    work = _work_folder(work_parent) if wanted else None
+    try:
+        if work is not None:
+            _export(program, inputs, wanted, work, progress)
+        rules = program.finish()
+        checkpoints = {name: Checkpoint(c.path) for name, c in rules.checkpoints.items()}
+    except BaseException:
+        if work is not None and not keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+    return Prepared(rules, inputs, checkpoints, work, keep_work, sorted(wanted))
+
+
+def _work_folder(parent: str | None) -> Path:
+    if parent is not None:
+        base = Path(parent).resolve()
+        base.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{base.name}.gsurg-work-", dir=base.parent))
+    return Path(tempfile.mkdtemp(prefix="gsurg-work-"))
+
+
+def _export(
+    program: RuleProgram,
+    inputs: dict[str, ModelInput],
+    wanted: dict[str, str],
+    work: Path,
+    progress: Progress | None,
+) -> None:
+    source = program.header.get("source")
+    if not source:
+        names = ", ".join(sorted(wanted))
+        raise GsurgError(f"{program.path}: inputs {names} are exports, but the rule file has no source")
+    from graphsurgeon.export import export_all, load_source  # torch is needed only here
+
+    build = load_source(source["export"], Path(program.path).resolve().parent)
+    checkpoint = Path(source["checkpoint"]) if source.get("checkpoint") else None
+    if checkpoint is not None and not checkpoint.exists():
+        raise GsurgError(f"{checkpoint}: the source checkpoint does not exist")
+    specs = list(build(_LazyVars(program), checkpoint))
+    made = {spec.name for spec in specs}
+    missing = sorted(set(wanted.values()) - made)
+    if missing:
+        raise GsurgError(
+            f"{source['export']}: returned sub-models {sorted(made)}; the rule file's inputs also need "
+            f"{missing}"
+        )
+    exported = export_all([s for s in specs if s.name in set(wanted.values())], work, progress=progress)
+    for name, sub in wanted.items():
+        model = exported[sub]
+        inputs[name] = ModelInput(param=os.fspath(model.param), bin=os.fspath(model.bin))
+        program.provide_model(name, os.fspath(model.param))

@@ -1,0 +1,111 @@
+"""The rule file's sections around the rules: where models come from (``source``, ``inputs``,
+``checkpoints``), what each graph promises and writes (``interface``, ``output``, ``storage``), the side
+files rendered beside the models, and the output folder. Paths are relative to the file that writes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from graphsurgeon.rewrite.select import Selector
+from graphsurgeon.rewrite.strict import StrictModel
+
+StorageName = Literal["fp32", "fp16", "bf16"]
+
+
+class PathVar(StrictModel):
+    """A variable that holds a file-system path: relative to the declaring file (``--set``: to the current
+    directory), made absolute when the file loads."""
+
+    path: str
+
+
+class Source(StrictModel):
+    """A PyTorch export source: ``export`` names a callable ``build(variables, checkpoint)`` returning
+    ``graphsurgeon.export.ExportSpec``s — ``file.py:build`` (relative to the rule file) or
+    ``package.module:build``. pnnx exports each one; ``inputs`` entries name them with ``export:``."""
+
+    export: str = Field(description="file.py:callable (relative to the rule file) or package.module:callable")
+    checkpoint: str | None = Field(
+        default=None, description="checkpoint folder (config.json + safetensors) given to the callable"
+    )
+
+
+class ModelInput(StrictModel):
+    """A model the rules read: a .param (and its .bin when weights are rewritten or written), or a
+    sub-model the export source makes."""
+
+    param: str | None = None
+    bin: str | None = None
+    export: str | None = Field(default=None, description="the name of a sub-model the export source returns")
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> ModelInput:
+        if (self.param is None) == (self.export is None):
+            raise ValueError("give param (and bin), or export")
+        if self.export is not None and self.bin is not None:
+            raise ValueError("an exported model brings its own .bin; bin goes with param")
+        return self
+
+
+class CheckpointInput(StrictModel):
+    """A safetensors checkpoint (single file or sharded ``*.safetensors.index.json``) weights come from."""
+
+    path: str
+
+
+class GraphOutput(StrictModel):
+    """Where a graph's result goes, inside the output folder. A ``.param.bin`` name is written binary."""
+
+    param: str
+    bin: str | None = Field(default=None, description="the weights (required when the model has any)")
+
+
+class Interface(StrictModel):
+    """The blob names a graph's result must expose (a runtime reaches them by these names). Each entry is a
+    name or a glob (``cache_k*``). Checked on the result: every entry names at least one blob, every graph
+    input (Input top) and every output (a blob nothing reads) is listed, and nothing else is."""
+
+    inputs: list[str] = Field(default_factory=list)
+    outputs: list[str] = Field(default_factory=list)
+
+
+class StorageRule(StrictModel):
+    """Store the tagged weights of the layers ``match`` selects (only ``slots``, when given) as
+    ``storage``."""
+
+    match: Selector
+    slots: list[str] | None = None
+    storage: StorageName
+
+
+class StoragePolicy(StrictModel):
+    """How a graph's tagged weights are stored: ``default`` for all, then ``rules`` in order (the last
+    matching one wins). A weight a rule action gave an explicit ``storage`` keeps it (it is pinned)."""
+
+    default: StorageName = "fp32"
+    rules: list[StorageRule] = Field(default_factory=list)
+
+
+class SideFile(StrictModel):
+    """A file written beside the models, in the same atomic output group: a jinja2 ``template`` (a path
+    relative to the rule file, or a template name in ``emit/``) rendered with the run's variables, the
+    graphs' interfaces and weight records and ``data``, or a file ``copy``'d as it is."""
+
+    output: str = Field(description="path inside the output folder")
+    template: str | None = None
+    copy_: str | None = Field(default=None, alias="copy")
+    data: dict[str, Any] = Field(default_factory=dict)
+    when: bool = True
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SideFile:
+        if (self.template is None) == (self.copy_ is None):
+            raise ValueError("give template or copy")
+        return self
+
+
+class Outputs(StrictModel):
+    dir: str | None = Field(default=None, description="output folder (the command's --out wins)")

@@ -1,0 +1,131 @@
+"""Side files: what a runtime needs beside the models (``model.json``, tokenizer files), written by a rule
+file's ``side_files`` into the same atomic output group as the models.
+
+A ``template`` is rendered by jinja2 (undefined names are errors) with:
+
+* ``vars`` — the run's variables; ``data`` — the entry's own ``data`` mapping; ``rule_set`` — the name;
+* ``graphs`` — per graph: ``param``/``bin`` (file names in the output folder), ``inputs``/``outputs`` (the
+  interface blob names in graph order) and ``weights[layer][slot]`` with ``offset`` (of the record, tag
+  included), ``data_offset`` (of the first value), ``tag``, ``storage``, ``shape`` and ``nbytes`` — so a
+  runtime can read a weight straight from a ``.bin``.
+
+The ``json`` filter writes a value as JSON. A ``copy`` entry copies a file as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from graphsurgeon.errors import GsurgError
+from graphsurgeon.formats.atomic import AtomicGroup, atomic_output, atomic_write_bytes
+from graphsurgeon.formats.model_bin import WeightRecord
+from graphsurgeon.resources import resource_dir
+from graphsurgeon.rewrite.sections import SideFile
+
+COPY_CHUNK = 8 << 20
+
+
+class SideFileError(GsurgError):
+    """A side file that cannot be rendered or copied; names the template or file."""
+
+
+@dataclass
+class GraphResult:
+    """What a side file sees of one written graph."""
+
+    param: str
+    bin: str | None
+    inputs: list[str]
+    outputs: list[str]
+    weights: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    @staticmethod
+    def weight_table(records: list[WeightRecord]) -> dict[str, dict[str, dict[str, Any]]]:
+        table: dict[str, dict[str, dict[str, Any]]] = {}
+        for rec in records:
+            table.setdefault(rec.layer, {})[rec.slot] = {
+                "offset": rec.offset,
+                "data_offset": rec.offset + (4 if rec.tag is not None else 0),
+                "tag": rec.tag,
+                "storage": rec.storage.value,
+                "shape": list(rec.shape),
+                "nbytes": rec.nbytes,
+            }
+        return table
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "param": self.param,
+            "bin": self.bin,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "weights": self.weights,
+        }
+
+
+def _environment(template: Path) -> jinja2.Environment:
+    folders = [str(template.parent)] if template.is_absolute() else []
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([*folders, str(resource_dir("emit"))]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["json"] = lambda value, indent=None: json.dumps(value, indent=indent, sort_keys=False)
+    return env
+
+
+def render_side_file(side: SideFile, context: dict[str, Any]) -> bytes:
+    """The bytes of a template side file."""
+    assert side.template is not None
+    template = Path(side.template)
+    name = template.name if template.is_absolute() else side.template
+    try:
+        text = _environment(template).get_template(name).render(**context, data=side.data)
+    except jinja2.TemplateNotFound:
+        raise SideFileError(f"side file {side.output}: template {side.template} not found") from None
+    except jinja2.TemplateSyntaxError as err:
+        raise SideFileError(
+            f"{err.filename or side.template}:{err.lineno}: template syntax: {err.message}"
+        ) from None
+    except (jinja2.UndefinedError, TypeError, ValueError) as err:
+        raise SideFileError(f"side file {side.output}: template {side.template}: {err}") from None
+    return text.encode("utf-8")
+
+
+def write_side_files(
+    sides: list[SideFile], folder: Path, context: dict[str, Any], group: AtomicGroup
+) -> list[str]:
+    """Render or copy every side file whose ``when`` holds into ``folder`` (within ``group``)."""
+    written = []
+    for side in sides:
+        if not side.when:
+            continue
+        target = folder / side.output
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if side.template is not None:
+            atomic_write_bytes(target, render_side_file(side, context), group)
+        else:
+            assert side.copy_ is not None
+            _copy(Path(side.copy_), target, group, side.output)
+        written.append(side.output)
+    return written
+
+
+def _copy(source: Path, target: Path, group: AtomicGroup, label: str) -> None:
+    try:
+        fd = os.open(source, os.O_RDONLY)
+    except OSError as err:
+        raise SideFileError(f"side file {label}: cannot read {source}: {err.strerror}") from None
+    try:
+        with atomic_output(target, group=group) as out:
+            while chunk := os.read(fd, COPY_CHUNK):
+                out.write(chunk)
+    finally:
+        os.close(fd)

@@ -1,0 +1,56 @@
+"""A graph's storage policy (``storage: {default, rules}``): how its tagged weights are stored.
+
+Applied after the graph's rules, before writing. For every tagged (load type 0) weight slot: a weight a rule
+action gave an explicit ``storage`` is pinned and kept; otherwise the policy's ``default``, then each of its
+``rules`` whose selector matches the layer (and whose ``slots``, if given, name the slot) in order — the last
+wins. A weight already stored that way keeps its bytes; a float weight stored otherwise is re-encoded (fp16
+overflow is an error naming the layer, weight and offset when the .bin is written). Int8, scaled and
+quantization-table weights are not float data to convert: the default leaves them alone, and a rule that
+selects one explicitly is an error.
+"""
+
+from __future__ import annotations
+
+from graphsurgeon.errors import GsurgError
+from graphsurgeon.ir.graph import Graph
+from graphsurgeon.ir.weights import Storage, Weight
+from graphsurgeon.rewrite.sections import StoragePolicy
+from graphsurgeon.rewrite.select import find
+
+_CONVERTIBLE = {Storage.FP32, Storage.FP16, Storage.BF16}
+
+
+class StoragePolicyError(GsurgError):
+    """A storage rule that selects a weight it cannot convert; names the layer and the weight."""
+
+
+def apply_storage_policy(graph: Graph, policy: StoragePolicy, pinned: set[tuple[int, str]]) -> list[str]:
+    """Re-store the graph's tagged weights per ``policy``; returns one line per changed weight."""
+    selected = [({id(x) for x in find(graph, rule.match)}, rule) for rule in policy.rules]
+    changes = []
+    for layer in graph.layers:
+        spec = layer.spec
+        if spec is None or not layer.weights:
+            continue
+        for aw in spec.active_weights(layer.env()):
+            weight = layer.weights.get(aw.name)
+            if aw.load_type != 0 or weight is None or (id(layer), aw.name) in pinned:
+                continue
+            target, explicit = Storage(policy.default), False
+            for ids, rule in selected:
+                if id(layer) in ids and (rule.slots is None or aw.name in rule.slots):
+                    target, explicit = Storage(rule.storage), True
+            if weight.storage is target:
+                continue
+            if weight.storage not in _CONVERTIBLE:
+                if explicit:
+                    raise StoragePolicyError(
+                        f"layer {layer.name}, weight {aw.name}: stored as {weight.storage.value}, which the "
+                        f"storage policy cannot convert to {target.value}"
+                    )
+                continue
+            layer.weights[aw.name] = Weight.lazy(
+                weight.numpy, shape=weight.shape, load_type=0, storage=target
+            )
+            changes.append(f"{layer.name}.{aw.name}: {weight.storage.value} -> {target.value}")
+    return changes

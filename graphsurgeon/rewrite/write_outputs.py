@@ -1,0 +1,98 @@
+"""Writing a rule run's results: every graph's ``.param`` (text, or binary for a ``.param.bin`` name) and
+``.bin``, a ``*.gsurg.json`` provenance sidecar per graph, and the rule file's side files — all into one
+atomic output group, so they appear together or not at all."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphsurgeon.errors import GsurgError
+from graphsurgeon.formats.atomic import AtomicGroup, atomic_write_bytes
+from graphsurgeon.formats.emit_text import write_param_text
+from graphsurgeon.formats.model_bin import WeightRecord, write_bin
+from graphsurgeon.formats.param_bin import write_param_bin
+from graphsurgeon.ir.graph import Graph
+from graphsurgeon.rewrite.driver import ApplyReport
+from graphsurgeon.rewrite.rulefile import RuleFile
+from graphsurgeon.rewrite.side_files import GraphResult, write_side_files
+
+
+@dataclass
+class GraphRun:
+    """One graph of a rule run: where it came from, its result, and the files it goes to."""
+
+    name: str
+    source: str  # the input's .param, or "graph NAME" for a graph that rewrites another's result
+    graph: Graph
+    param_name: str = ""  # file names inside the output folder
+    bin_name: str | None = None
+    binary: bool = False  # write the .param in binary form
+    report: ApplyReport = field(default_factory=ApplyReport)
+    inputs_read: tuple[str, ...] = ()  # files of the input (never overwritten)
+    bytes_before: int | None = None
+    bytes_after: int | None = None
+    interface: tuple[list[str], list[str]] | None = None  # declared (inputs, outputs), once checked
+    storage_changes: list[str] = field(default_factory=list)
+    records: list[WeightRecord] = field(default_factory=list)
+
+    @property
+    def has_weights(self) -> bool:
+        return any(layer.weights for layer in self.graph.layers)
+
+
+def refuse_overwriting_inputs(runs: list[GraphRun], folder: Path) -> None:
+    for run in runs:
+        for path in run.inputs_read:
+            for name in (run.param_name, run.bin_name):
+                target = folder / name if name else None
+                if target is not None and target.exists() and os.path.samefile(target, path):
+                    raise GsurgError(f"{target}: refusing to overwrite an input; choose another --out")
+
+
+def write_runs(rf: RuleFile, rule_path: str, runs: list[GraphRun], folder: Path) -> list[str]:
+    """Write every graph, its sidecar and the side files; returns the side files written."""
+    with AtomicGroup() as group:
+        results: dict[str, dict[str, Any]] = {}
+        for run in runs:
+            base = folder / run.param_name
+            base.parent.mkdir(parents=True, exist_ok=True)
+            if run.binary:
+                write_param_bin(run.graph, base, group)
+            else:
+                write_param_text(run.graph, base, group)
+            if run.bin_name is not None:
+                run.records = write_bin(run.graph, folder / run.bin_name, group)
+                run.bytes_after = run.records[-1].offset + run.records[-1].nbytes if run.records else 0
+            stem = base.name.removesuffix(".bin").removesuffix(".param")
+            sidecar = base.with_name(stem + ".gsurg.json")
+            atomic_write_bytes(sidecar, _provenance(rf, rule_path, run).encode("utf-8"), group)
+            inputs, outputs = run.interface or (
+                [b.name for b in run.graph.input_blobs()],
+                [b.name for b in run.graph.output_blobs()],
+            )
+            results[run.name] = GraphResult(
+                run.param_name, run.bin_name, inputs, outputs, GraphResult.weight_table(run.records)
+            ).as_dict()
+        context = {"vars": dict(rf.vars), "graphs": results, "rule_set": rf.name}
+        return write_side_files(rf.side_files, folder, context, group)
+
+
+def _provenance(rf: RuleFile, rule_path: str, run: GraphRun) -> str:
+    doc: dict[str, Any] = {
+        "rule_file": rule_path,
+        "rule_set": rf.name,
+        "graph": run.name,
+        "rules": [
+            {"rule": o.rule, "matches": o.matches, "iterations": o.iterations}
+            | ({"skipped": True} if o.skipped else {})
+            for o in run.report.outcomes
+        ],
+        "layers": {name: run.report.provenance[name] for name in sorted(run.report.provenance)},
+    }
+    if run.storage_changes:
+        doc["storage"] = run.storage_changes
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
