@@ -322,11 +322,6 @@ ERROR_CASES = [
         id="transform-does-not-fit",
     ),
     pytest.param(
-        "{slot: weight, from: 'model.layers.{i}.weight', transforms: [{flip: 0}]}",
-        "layer fc0, weight weight: transform 1: unknown transform 'flip'",
-        id="unknown-transform",
-    ),
-    pytest.param(
         "{slot: weight, from: 'model.layers.{i}.weight', checkpoint: nope}",
         "layer fc0, weight weight: checkpoint 'nope' is not declared in the rule file's checkpoints "
         "(declared: hf)",
@@ -354,6 +349,23 @@ def test_errors_are_one_line_exit_2_and_write_nothing(
     assert line.startswith("gsurg: error: layer fc0, weight "), line
     assert message in line, line
     assert not out.exists() or not any(out.iterdir()), "nothing is written"
+
+
+def test_an_unknown_transform_is_refused_when_the_rule_file_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    param, binf = fc_model(tmp_path)
+    ckpt = fc_checkpoint(tmp_path)
+    body = """
+- name: bad
+  match: {type: InnerProduct}
+  expect: {count: 1}
+  do:
+    - weight: {slot: weight, from: model.layers.0.weight, transforms: [transpose, {flip: 0}]}
+"""
+    assert apply(rules(tmp_path, body, {"hf": ckpt}), param, binf, tmp_path / "out") == 2
+    line = err_line(capsys)
+    assert ".yaml:" in line and "do.0.weight.transforms.1: a transform is one of transpose" in line, line
 
 
 def test_errors_without_a_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -324,6 +324,11 @@ def _raise(err: ValidationError, data: Any, program: RuleProgram, prefix: tuple[
     message = first["msg"]
     if first["type"] == "union_tag_not_found" and loc and loc[-2:-1] == ("do",):
         message = f"an action is one of {', '.join(ACTION_KEYS)}"
+    elif first["type"] == "union_tag_not_found" and loc and loc[-2:-1] == ("transforms",):
+        message = (
+            "a transform is one of transpose, {transpose: [axes]}, {reshape: [dims]}, "
+            "{repeat_interleave: {axis: A, n: N}}, {slice: {axis: A, start: S, stop: E}}"
+        )
     elif first["type"] == "union_tag_not_found":
         message = "not a form this field takes"
     src = program.origins.get(tuple(loc[:2])) or program.origins.get(tuple(loc[:1])) or program.files[-1]

@@ -55,7 +55,7 @@ from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.safetensors import Checkpoint, storage_name
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import Storage, Weight
-from graphsurgeon.rewrite.actions.weights import WeightOp
+from graphsurgeon.rewrite.actions.weights import WeightOp, transform_dicts
 from graphsurgeon.rewrite.match_template import TemplateError
 from graphsurgeon.schema.catalog import ActiveWeight
 from graphsurgeon.transforms import Transform, TransformError, parse_transform
@@ -90,7 +90,7 @@ def apply_weight_op(
     where = f"layer {layer.name}, weight {op.slot}"
     aw = _active_slot(layer, op.slot, where)
     storage = _storage(aw, op.storage, where)
-    transforms = _parse_transforms(op.transforms, where)
+    transforms = _parse_transforms(transform_dicts(op.transforms), where)
 
     read: Callable[[], np.ndarray]
     if op.from_ is not None:

@@ -46,7 +46,7 @@ class Unresolved:
         self.message = message
 
 
-class BoundError(ArithmeticError):
+class BoundError(CatalogError, ArithmeticError):
     """A result outside the evaluator's bounds; ``evaluate`` turns it into a CatalogError."""
 
 
@@ -264,6 +264,8 @@ def _run(compiled: Compiled, env: Env, source: str | int | float) -> Any:
     """Run a compiled expression; arithmetic errors and broken bounds become CatalogError."""
     try:
         return compiled(env)
+    except BoundError as exc:  # a CatalogError without the expression yet
+        raise CatalogError(f"expression {source!r}: {exc}") from None
     except CatalogError:
         raise
     except (ArithmeticError, TypeError, ValueError) as exc:

@@ -5,9 +5,9 @@ another's: as it is for the same load type, otherwise re-encoded exactly — or 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag
 
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import Storage, Weight
@@ -15,6 +15,65 @@ from graphsurgeon.rewrite.actions.base import ActionContext, ActionError, Action
 from graphsurgeon.rewrite.strict import StrictModel
 
 StorageName = Literal["fp32", "fp16", "bf16"]
+
+
+class TransposeSpec(StrictModel):
+    transpose: list[int] | None = Field(description="the new order of the axes (null: a 2-D transpose)")
+
+
+class ReshapeSpec(StrictModel):
+    reshape: list[int] = Field(description="the new shape; one -1 is inferred")
+
+
+class RepeatArgs(StrictModel):
+    axis: int
+    n: int = Field(ge=1)
+
+
+class RepeatInterleaveSpec(StrictModel):
+    repeat_interleave: RepeatArgs = Field(description="every slice along axis repeated n times in place")
+
+
+class SliceArgs(StrictModel):
+    axis: int
+    start: int | None = None
+    stop: int | None = None
+
+
+class SliceSpec(StrictModel):
+    slice: SliceArgs = Field(description="Python slice bounds along axis")
+
+
+_TRANSFORM_KEYS = ("transpose", "reshape", "repeat_interleave", "slice")
+
+
+def _transform_kind(value: Any) -> str | None:
+    """Which transform an entry is: bare ``transpose``, or the one key of its mapping."""
+    if value == "transpose":
+        return "bare"
+    if isinstance(value, dict):
+        keys = [k for k in _TRANSFORM_KEYS if k in value]
+        return keys[0] if len(keys) == 1 else None
+    for key in _TRANSFORM_KEYS:
+        if getattr(value, key, None) is not None or (key == "transpose" and isinstance(value, TransposeSpec)):
+            return key
+    return None
+
+
+#: One step of a weight's transforms, as ``graphsurgeon.transforms`` applies them.
+TransformItem = Annotated[
+    Annotated[Literal["transpose"], Tag("bare")]
+    | Annotated[TransposeSpec, Tag("transpose")]
+    | Annotated[ReshapeSpec, Tag("reshape")]
+    | Annotated[RepeatInterleaveSpec, Tag("repeat_interleave")]
+    | Annotated[SliceSpec, Tag("slice")],
+    Discriminator(_transform_kind),
+]
+
+
+def transform_dicts(items: list[TransformItem]) -> list[Any]:
+    """The transforms in the plain form ``graphsurgeon.transforms.parse_transform`` reads."""
+    return [item if isinstance(item, str) else item.model_dump() for item in items]
 
 
 class WeightOp(StrictModel):
@@ -31,7 +90,9 @@ class WeightOp(StrictModel):
         default=0, description="with several `from` tensors: the axis they are joined on"
     )
     checkpoint: str | None = Field(default=None, description="entry of `checkpoints` (default: the only one)")
-    transforms: list[Any] = Field(default_factory=list, description="transpose, reshape, repeat_interleave")
+    transforms: list[TransformItem] = Field(
+        default_factory=list, description="applied in order: transpose, reshape, repeat_interleave, slice"
+    )
     scale: float | None = None
     storage: StorageName | None = None
 

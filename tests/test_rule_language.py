@@ -1,0 +1,391 @@
+"""The rule language for whole-model conversions (rule-language issue, items 2-9): paths, several outputs,
+per-match names and arithmetic, facts, signature edits, interfaces, storage policy, side files, include.
+
+Oracles: the ncnn wheel (the written models load and compute), hand-written expectations, and the bytes of
+the written files."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphsurgeon.cli import main
+from graphsurgeon.formats.model_bin import walk_bin
+from graphsurgeon.formats.param_text import read_param_text
+from graphsurgeon.ir.weights import TAG_FP16
+from graphsurgeon.rewrite.loader import load_rule_file
+from graphsurgeon.rewrite.yaml_source import RuleFileError
+from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
+
+# Two layers, each "attention-like" with one bottom and one top; weights in a Gemm.
+CHAIN = "7767517\n3 3\nInput in 0 1 x 0=4\nReLU r0 1 1 x a\nReLU r1 1 1 a y\n"
+GEMM = "7767517\n2 2\nInput in 0 1 x 0=3 1=2\nGemm g 1 1 x y 2=0 3=1 4=0 5=1 6=0 7=2 8=4 9=3 10=-1\n"
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def err_line(capsys: pytest.CaptureFixture[str]) -> str:
+    lines = [x for x in capsys.readouterr().err.strip().splitlines() if x.startswith("gsurg: error")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def gemm_model(folder: Path, weights: np.ndarray | None = None) -> tuple[Path, Path]:
+    """GEMM with B [4,3] (transB=1) written by hand: tag 0 then 12 fp32 values."""
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 8 if weights is None else weights
+    param = write(folder, "g.param", GEMM)
+    binf = folder / "g.bin"
+    binf.write_bytes(struct.pack("<I", 0) + w.astype("<f4").tobytes())
+    return param, binf
+
+
+# ---- 2. paths ---------------------------------------------------------------------------------------------
+
+
+def test_paths_in_a_rule_file_are_relative_to_it_and_set_values_to_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "models", "m.param", CHAIN)
+    rules = write(
+        tmp_path / "rules",
+        "r.yaml",
+        "version: 1\nname: t\nvars:\n  model: {path: ../models/m.param}\n"
+        "inputs:\n  m: {param: '${model}'}\n  n: {param: ../models/m.param}\n"
+        "graphs:\n  g: {input: m}\n  h: {input: n, output: {param: h.param}}\n",
+    )
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["apply", str(rules), "--out", "o"]) == 0
+    assert (elsewhere / "o" / "m.param").read_text() == (elsewhere / "o" / "h.param").read_text()
+    write(elsewhere, "local/m2.param", CHAIN.replace("r1", "rr"))
+    assert main(["apply", str(rules), "--out", "o2", "--set", "model=local/m2.param"]) == 0
+    assert " rr " in (elsewhere / "o2" / "m2.param").read_text()
+
+
+# ---- 3. several outputs -----------------------------------------------------------------------------------
+
+
+def test_one_model_feeds_two_graphs_and_a_graph_rewrites_another_result(tmp_path: Path) -> None:
+    write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ninputs:\n  m: {param: m.param}\ngraphs:\n"
+        "  a:\n    input: m\n    output: {param: a.param}\n    rules:\n"
+        "      - {name: leak, match: {type: ReLU, name: r0}, expect: {count: 1}, do: [{set: {slope: 0.5}}]}\n"
+        "  b:\n    input: m\n    output: {param: b.param}\n    rules: []\n"
+        "  c:\n    input: a\n    output: {param: c.param}\n    rules:\n"
+        "      - {name: tanh, match: {type: ReLU, name: r1}, expect: {count: 1}, do: [{rename: t1}]}\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
+    a, b, c = ((tmp_path / "o" / f"{n}.param").read_text() for n in "abc")
+    assert "0=0.5" in a and " r1 " in a
+    assert "0=5" not in b
+    assert "0=0.5" in c and " t1 " in c and " r1 " not in c  # c started from a's result
+
+
+def test_two_outputs_with_the_same_path_are_refused_at_load(tmp_path: Path) -> None:
+    write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ninputs:\n  m: {param: m.param}\ngraphs:\n"
+        "  a: {input: m, output: {param: x.param}}\n  b: {input: m, output: {param: x.param}}\n",
+    )
+    with pytest.raises(RuleFileError, match=r"graphs a and b both write x\.param"):
+        load_rule_file(str(rules))
+
+
+# ---- 4. per-match names, arithmetic, facts ----------------------------------------------------------------
+
+
+def test_variables_compute_from_others_and_from_config_facts(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"num_attention_heads": 16, "text": {"kv": 8}}))
+    write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\nvars:\n  ckpt: {path: ckpt}\n  heads: '${config.num_attention_heads}'\n"
+        "  kv: '${config.text.kv}'\n  group: '${heads // kv}'\n  twice: '${group * 2} layers'\n"
+        "source: {export: x.py:build, checkpoint: '${ckpt}'}\n"
+        "inputs:\n  m: {param: m.param}\ngraphs:\n  g: {input: m}\n",
+    )
+    rf = load_rule_file(str(rules))
+    assert (rf.vars["heads"], rf.vars["kv"], rf.vars["group"], rf.vars["twice"]) == (16, 8, 2, "4 layers")
+    cyclic = write(tmp_path, "c.yaml", rules.read_text().replace("'${heads // kv}'", "'${twice}'"))
+    with pytest.raises(RuleFileError, match=r"depends on itself \(group -> twice -> group\)"):
+        load_rule_file(str(cyclic))
+    typo = write(tmp_path, "t.yaml", rules.read_text().replace("config.text.kv", "config.text.kvv"))
+    with pytest.raises(RuleFileError, match=r"t\.yaml:\d+: expression 'config.text.kvv': no field 'kvv'"):
+        load_rule_file(str(typo))
+
+
+def test_expected_counts_come_from_facts_about_the_input_model(tmp_path: Path) -> None:
+    write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ninputs:\n  m: {param: m.param}\ngraphs:\n  g:\n    input: m\n    rules:\n"
+        "      - name: all-relu\n        match: {type: ReLU}\n"
+        "        expect: {count: '${inputs.m.count.ReLU}'}\n        do: [{rename: 'act{match}'}]\n"
+        "      - name: none\n        match: {type: Tile}\n        expect: {count: '${inputs.m.count.Tile}'}\n"
+        "        do: [{remove: true}]\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
+    names = [line.split()[1] for line in (tmp_path / "o" / "m.param").read_text().splitlines()[2:]]
+    assert names == ["in", "act0", "act1"]
+
+
+def test_per_match_templates_fill_captures_ordinals_and_variables(tmp_path: Path) -> None:
+    write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\nvars: {base: 10}\ninputs:\n  m: {param: m.param}\ngraphs:\n  g:\n    input: m\n"
+        "    rules:\n      - name: n\n        match:\n          pattern: 'ReLU %r 1 1 %a %b'\n"
+        "        expect: {count: 2}\n        do:\n"
+        "          - rename_blob: {'%b': 'h{match + base}_{{x}}'}\n          - rename: '{name}_{match}'\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
+    text = (tmp_path / "o" / "m.param").read_text()
+    assert "ReLU r0_0 1 1 x h10_{x}" in text and "ReLU r1_1 1 1 h10_{x} h11_{x}" in text
+
+
+# ---- 5. signature edits -----------------------------------------------------------------------------------
+
+
+def test_add_bottoms_tops_and_a_multi_top_input_recount_the_header(tmp_path: Path) -> None:
+    text = "7767517\n3 4\nInput in 0 1 x 0=4\nSplit s 1 2 x a b\nConcat c 2 1 a b y 0=0\n"
+    write(tmp_path, "m.param", text)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ninputs:\n  m: {param: m.param}\ngraphs:\n  g:\n    input: m\n"
+        "    interface: {inputs: [x, 'extra*'], outputs: [y, 'copy*']}\n    rules:\n"
+        "      - name: more-copies\n        match: {type: Split}\n        expect: {count: 1}\n"
+        "        do: [{add_tops: ['copy{match}']}]\n"
+        "      - name: widen\n        match: {type: Concat}\n        expect: {count: 1}\n        do:\n"
+        "          - add_input: {name: extras, tops: ['extra{match}', 'extra{match + 1}']}\n"
+        "          - add_bottoms: ['extra{match}', 'extra{match + 1}']\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
+    out = tmp_path / "o" / "m.param"
+    lines = [" ".join(line.split()) for line in out.read_text().splitlines()]
+    assert lines[1] == "4 7"  # recounted: one more layer, three more blobs
+    assert lines[2] == "Input extras 0 2 extra0 extra1"
+    assert "Split s 1 3 x a b copy0" in lines and "Concat c 4 1 a b extra0 extra1 y 0=0" in lines
+    (tmp_path / "empty.bin").write_bytes(b"")
+    net = fp32_net(out, tmp_path / "empty.bin")
+    feeds = {
+        "x": np.ones(4, np.float32),
+        "extra0": np.full(2, 2.0, np.float32),
+        "extra1": np.zeros(3, np.float32),
+    }
+    got = run(net, feeds, ["y", "copy0"])
+    np.testing.assert_array_equal(got["y"], [1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 0, 0, 0])
+    np.testing.assert_array_equal(got["copy0"], np.ones(4))
+
+
+# ---- 6. interface -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("interface", "problem"),
+    [
+        ("{inputs: [x], outputs: [out]}", "declared output 'out' names no graph output"),
+        ("{inputs: [x], outputs: []}", "undeclared output(s): y"),
+        ("{inputs: [x, a], outputs: [y]}", "declared input 'a' names no graph input (a exist but are not"),
+    ],
+)
+def test_the_declared_interface_is_checked_on_the_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], interface: str, problem: str
+) -> None:
+    write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        f"version: 1\nname: t\ninputs:\n  m: {{param: m.param}}\ngraphs:\n  g:\n    input: m\n"
+        f"    interface: {interface}\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 1
+    line = err_line(capsys)
+    assert "graph g: the result breaks its interface" in line and problem in line
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+def test_rules_reach_the_interface_by_renames(tmp_path: Path) -> None:
+    write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ninputs:\n  m: {param: m.param}\ngraphs:\n  g:\n    input: m\n"
+        "    interface: {inputs: [in0], outputs: [out0]}\n    rules:\n"
+        "      - name: io\n        match: {type: Input}\n        expect: {count: 1}\n"
+        "        do: [{rename_blob: {x: in0, y: out0}}]\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
+    assert "ReLU r1 1 1 a out0" in " ".join((tmp_path / "o" / "m.param").read_text().split())
+
+
+# ---- 7. storage policy and move_weight --------------------------------------------------------------------
+
+
+def test_storage_policy_stores_selected_slots_and_keeps_pinned_ones(tmp_path: Path) -> None:
+    gemm_model(tmp_path)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ninputs:\n  m: {param: g.param, bin: g.bin}\ngraphs:\n  g:\n    input: m\n"
+        "    storage: {default: fp16}\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
+    graph = read_param_text(tmp_path / "o" / "g.param")
+    (rec,) = walk_bin(graph, tmp_path / "o" / "g.bin")
+    assert rec.tag == TAG_FP16
+    raw = (tmp_path / "o" / "g.bin").read_bytes()[4:]
+    np.testing.assert_array_equal(np.frombuffer(raw, "<f2"), np.arange(12, dtype=np.float16) / 8)
+    pinned = rules.read_text() + (
+        "    rules:\n      - name: keep\n        match: {type: Gemm}\n        expect: {count: 1}\n"
+        "        do: [{weight: {slot: B, storage: fp32}}]\n"
+    )
+    rules.write_text(pinned)
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o2")]) == 0
+    (rec,) = walk_bin(read_param_text(tmp_path / "o2" / "g.param"), tmp_path / "o2" / "g.bin")
+    assert rec.tag == 0
+
+
+def test_storage_policy_overflow_names_the_weight(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gemm_model(tmp_path, np.full((4, 3), 1e5, np.float32))
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ninputs:\n  m: {param: g.param, bin: g.bin}\ngraphs:\n  g:\n    input: m\n"
+        "    storage: {default: fp32, rules: [{match: {type: Gemm}, slots: [B], storage: fp16}]}\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 2
+    assert "layer g, weight B, offset 0: 12 value(s) overflow fp16" in err_line(capsys)
+
+
+def test_move_weight_converts_exactly_or_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = "7767517\n3 3\nInput in 0 1 x 0=3 1=2\nMemoryData c 0 1 w 0=4 1=3\nMatMul mm 2 1 x w y 0=0\n"
+    write(tmp_path, "m.param", text)
+    w = (np.arange(12, dtype=np.float32) - 5) / 4
+    (tmp_path / "m.bin").write_bytes(w.astype("<f4").tobytes())  # MemoryData data is raw fp32 (type 1)
+    shipped = Path(__file__).resolve().parents[1] / "rules" / "matmul-weight-slots.yaml"
+    argv = ["apply", str(shipped), str(tmp_path / "m.param"), "--bin", str(tmp_path / "m.bin")]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 0  # raw fp32 -> tagged fp32: exact, allowed
+    (rec,) = walk_bin(read_param_text(tmp_path / "o" / "m.param"), tmp_path / "o" / "m.bin")
+    assert rec.tag == 0 and (tmp_path / "o" / "m.bin").read_bytes()[4:] == w.astype("<f4").tobytes()
+    lossy = write(
+        tmp_path, "fp16.yaml", shipped.read_text().replace('to: "%mm.B"}', 'to: "%mm.B", storage: fp16}')
+    )
+    assert main(["apply", str(lossy), *argv[2:], "--out", str(tmp_path / "o2")]) == 0
+    (rec,) = walk_bin(read_param_text(tmp_path / "o2" / "m.param"), tmp_path / "o2" / "m.bin")
+    assert rec.tag == TAG_FP16  # converted as declared
+
+
+# ---- 8. side files ----------------------------------------------------------------------------------------
+
+
+def test_side_files_see_variables_interfaces_and_weight_offsets(tmp_path: Path) -> None:
+    gemm_model(tmp_path)
+    write(
+        tmp_path,
+        "t.json.j2",
+        '{"name": {{ vars.label | json }}, "in": {{ graphs.g.inputs | json }},'
+        ' "w": {{ graphs.g.weights.g.B | json }}, "extra": {{ data.k | json }}}\n',
+    )
+    write(tmp_path, "notes.txt", "copied as is\n")
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\nvars: {label: demo}\ninputs:\n  m: {param: g.param, bin: g.bin}\n"
+        "graphs:\n  g:\n    input: m\n    interface: {inputs: [x], outputs: [y]}\n"
+        "side_files:\n  - {template: t.json.j2, output: meta/model.json, data: {k: [1, 2]}}\n"
+        "  - {copy: notes.txt, output: notes.txt}\n  - {copy: nope.txt, output: skip.txt, when: false}\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
+    doc = json.loads((tmp_path / "o" / "meta" / "model.json").read_text())
+    assert doc["name"] == "demo" and doc["in"] == ["x"] and doc["extra"] == [1, 2]
+    w = doc["w"]
+    assert (w["offset"], w["data_offset"], w["tag"], w["storage"], w["shape"]) == (0, 4, 0, "fp32", [4, 3])
+    raw = (tmp_path / "o" / "g.bin").read_bytes()
+    got = np.frombuffer(raw, "<f4", count=12, offset=w["data_offset"]).reshape(w["shape"])
+    np.testing.assert_array_equal(got, np.arange(12, dtype=np.float32).reshape(4, 3) / 8)
+    assert (tmp_path / "o" / "notes.txt").read_text() == "copied as is\n"
+    assert not (tmp_path / "o" / "skip.txt").exists()
+
+
+def test_a_failing_side_file_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gemm_model(tmp_path)
+    write(tmp_path, "t.j2", "{{ vars.nope }}\n")
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ninputs:\n  m: {param: g.param, bin: g.bin}\ngraphs:\n  g: {input: m}\n"
+        "side_files:\n  - {template: t.j2, output: x.txt}\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 2
+    assert "side file x.txt: template" in err_line(capsys)
+    assert not any(p.is_file() and not p.name.startswith(".") for p in (tmp_path / "o").rglob("*"))
+
+
+# ---- 9. include -------------------------------------------------------------------------------------------
+
+
+def test_include_inherits_vars_inputs_and_graphs_and_the_includer_wins(tmp_path: Path) -> None:
+    write(tmp_path / "shared", "m.param", CHAIN)
+    write(
+        tmp_path / "shared",
+        "base.yaml",
+        "version: 1\nname: base\nvars: {slope: 0.25}\ninputs:\n  m: {param: m.param}\ngraphs:\n"
+        "  a:\n    input: m\n    output: {param: a.param}\n    rules:\n"
+        "      - name: leak\n        match: {type: ReLU, name: r0}\n        expect: {count: 1}\n"
+        "        do: [{set: {slope: '${slope}'}}]\n"
+        "  b: {input: m, output: {param: b.param}}\n",
+    )
+    rules = write(
+        tmp_path,
+        "top.yaml",
+        "version: 1\nname: top\ninclude: [shared/base.yaml]\nvars: {slope: 0.5}\n"
+        "graphs:\n  b: {input: a, output: {param: b2.param}}\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
+    assert "0=0.5" in (tmp_path / "o" / "a.param").read_text()
+    assert "0=0.5" in (tmp_path / "o" / "b2.param").read_text()  # b replaced: it rewrites a
+    assert not (tmp_path / "o" / "b.param").exists()
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o2"), "--set", "slope=0.125"]) == 0
+    assert "0=0.125" in (tmp_path / "o2" / "a.param").read_text()
+
+
+def test_include_cycles_and_errors_name_the_included_file(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", "version: 1\nname: a\ninclude: [b.yaml]\ngraphs: {}\n")
+    write(tmp_path, "b.yaml", "version: 1\nname: b\ninclude: [a.yaml]\ngraphs: {}\n")
+    with pytest.raises(RuleFileError, match="include cycle"):
+        load_rule_file(str(tmp_path / "a.yaml"))
+    write(tmp_path, "bad.yaml", "version: 1\nname: bad\ngraphs:\n  g:\n    input: m\n    rulez: []\n")
+    write(tmp_path, "top.yaml", "version: 1\nname: top\ninclude: [bad.yaml]\ngraphs: {}\n")
+    with pytest.raises(RuleFileError, match=r"bad\.yaml:6: graphs\.g\.rulez: Extra inputs"):
+        load_rule_file(str(tmp_path / "top.yaml"))
+
+
+def test_the_schema_covers_sources_interfaces_storage_side_files_and_transforms() -> None:
+    from graphsurgeon.rewrite.loader import json_schema
+
+    schema = json.dumps(json.loads(json_schema()))
+    for name in ("Source", "Interface", "StoragePolicy", "SideFile", "GraphOutput", "PathVar"):
+        assert f'"#/$defs/{name}"' in schema, name
+    for transform in ("repeat_interleave", "reshape", "transpose", "slice"):
+        assert f'"{transform}"' in schema, transform
