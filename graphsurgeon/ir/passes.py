@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from graphsurgeon.errors import GraphError
 from graphsurgeon.ir.graph import Graph, Layer
+from graphsurgeon.ir.names import fresh_name
 
 
 def toposort(graph: Graph) -> bool:
@@ -40,13 +41,6 @@ def toposort(graph: Graph) -> bool:
     return changed
 
 
-def _fresh(graph: Graph, base: str, taken: set[str]) -> str:
-    name, n = base, 1
-    while name in graph.blobs or name in taken:
-        name, n = f"{base}_{n}", n + 1
-    return name
-
-
 def insert_splits(graph: Graph) -> bool:
     """Give every blob read by more than one layer a Split, one output per reading layer (ncnn frees or
     overwrites a blob in place after its first consumer). The Split goes right after the producer."""
@@ -57,9 +51,11 @@ def insert_splits(graph: Graph) -> bool:
         if len(readers) < 2:
             continue
         taken: set[str] = set()
-        outs = [_fresh(graph, f"{blob.name}_split{i}", taken) for i in range(len(readers))]
-        taken.update(outs)
-        split_name = _fresh_layer(layer_names, f"{blob.name}_split")
+        outs = []
+        for i in range(len(readers)):
+            outs.append(fresh_name(f"{blob.name}_split{i}", graph.blobs, taken))
+            taken.add(outs[-1])
+        split_name = fresh_name(f"{blob.name}_split", layer_names)
         at = graph.layers.index(blob.producer) + 1 if blob.producer is not None else 0
         for reader, out in zip(readers, outs, strict=True):
             for pos, inp in enumerate(reader.inputs):
@@ -69,13 +65,6 @@ def insert_splits(graph: Graph) -> bool:
         layer_names.add(split_name)
         changed = True
     return changed
-
-
-def _fresh_layer(names: set[str], base: str) -> str:
-    name, n = base, 1
-    while name in names:
-        name, n = f"{base}_{n}", n + 1
-    return name
 
 
 def merge_chained_splits(graph: Graph) -> bool:

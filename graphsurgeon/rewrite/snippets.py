@@ -9,6 +9,7 @@ from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.param_literals import AnyValue, ArrayPattern, Capture
 from graphsurgeon.formats.param_text import LayerLine, parse_pattern_lines
 from graphsurgeon.ir.graph import Graph, Layer
+from graphsurgeon.ir.names import fresh_name
 from graphsurgeon.ir.params import Param
 
 
@@ -34,9 +35,7 @@ def _value(value: Any, captures: dict[str, Any], where: str) -> Param:
 
 
 def _unique(name: str, taken: set[str]) -> str:
-    candidate, n = name, 2
-    while candidate in taken:
-        candidate, n = f"{name}_{n}", n + 1
+    candidate = fresh_name(name, taken)
     taken.add(candidate)
     return candidate
 
