@@ -16,6 +16,7 @@ from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import read_bin, write_bin
 from graphsurgeon.formats.param_any import is_param_bin, read_param
 from graphsurgeon.formats.param_bin import write_param_bin
+from graphsurgeon.formats.recovery import recover_folder, warn_pending
 from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.rewrite.driver import ApplyReport, apply_graph, run_pass, run_rule
@@ -55,6 +56,7 @@ def _inputs(rf: RuleFile, param: str | None, bin_path: str | None) -> dict[str, 
 
 
 def _load(source: ModelInput) -> Graph:
+    warn_pending(source.param, source.bin)
     graph = read_param(source.param)
     if source.bin is not None:
         read_bin(graph, source.bin)
@@ -113,6 +115,9 @@ def run_apply(
 ) -> list[GraphRun]:
     rf = load_rule_file(rule_path, sets)
     inputs = _inputs(rf, param, bin_path)
+    folder = out_dir or rf.outputs.dir
+    if not dry_run and folder is not None:  # finish interrupted runs first: an input may be kept there
+        recover_folder(folder)
     checkpoints = {name: Checkpoint(c.path) for name, c in rf.checkpoints.items()}
     runs = []
     for gname, spec in rf.graphs.items():
@@ -129,7 +134,6 @@ def run_apply(
             )
     if dry_run:
         return runs
-    folder = out_dir or rf.outputs.dir
     if folder is None:
         raise GsurgError("no output folder: give --out DIR (or outputs.dir in the rule file)")
     Path(folder).mkdir(parents=True, exist_ok=True)
