@@ -43,7 +43,8 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _prepare_output(out: str, *inputs: str | None) -> None:
-    """Refuse an output that is an input or a folder; create its folder and finish interrupted runs there."""
+    """Refuse an output that is an input or a folder; create its folder (errors name ``out``) and finish
+    interrupted runs there."""
     for inp in inputs:
         if inp is not None and _same_file(inp, out):
             raise UsageError(f"{out}: refusing to overwrite an input; choose another output path")
@@ -276,8 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GsurgError as err:
         print(f"gsurg: error: {err}", file=sys.stderr)
         return err.exit_code
-    except OSError as err:
-        print(f"gsurg: error: {err.filename or ''}: {err.strerror}", file=sys.stderr)
+    except OSError as err:  # a last resort: every known failure is a GsurgError naming its path
+        where = f"{os.fsdecode(err.filename)}: " if err.filename is not None else ""
+        print(f"gsurg: error: {where}{err.strerror or err}", file=sys.stderr)
         return 2
 
 

@@ -29,6 +29,10 @@ cannot be hard-linked and would have to be moved); anything written into the fol
 the run would vanish with the old folder; and the folder's inode would change under every process that has
 it open or as its working directory. The journal touches only its own targets, works on any POSIX
 filesystem and across folders, and its window (a few renames) is repaired by the next run.
+
+Errors: an OSError while writing or committing becomes an ``OutputError`` that names the output as the
+caller spelled it and the system's reason (``out/m.bin: cannot write: No space left on device``); the old
+files stay and the group's own files are removed.
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from graphsurgeon.errors import GsurgError
+from graphsurgeon.errors import GsurgError, OutputError
 from graphsurgeon.formats.faults import fault_point
+from graphsurgeon.formats.outpaths import ensure_folder, existing_mode
 from graphsurgeon.formats.recovery import recover_folder
 from graphsurgeon.formats.staging import (
     HeldLock,
@@ -102,7 +107,8 @@ class AtomicGroup:
         folder = os.path.realpath(os.path.dirname(os.path.abspath(shown)))
         target = os.path.join(folder, os.path.basename(shown))
         if not os.path.isdir(folder):
-            raise GsurgError(f"{shown}: cannot write: its folder {os.path.dirname(shown)} does not exist")
+            raise OutputError(f"{shown}: cannot write: its folder {os.path.dirname(shown)} does not exist")
+        existing_mode(target, shown)  # refuses a folder or a special file
         self._enter(folder, shown)
         staged = _Staged(
             self._count,
@@ -115,7 +121,7 @@ class AtomicGroup:
         try:
             fd = os.open(staged.staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except OSError as err:
-            raise GsurgError(f"{shown}: cannot create: {err.strerror}") from None
+            raise OutputError(f"{shown}: cannot create: {err.strerror}") from None
         return fd, staged
 
     def _enter(self, folder: str, shown: str) -> None:
@@ -127,7 +133,7 @@ class AtomicGroup:
         try:
             self._locks[folder] = hold_lock(folder, self._token, os.path.relpath(commit_folder, folder))
         except OSError as err:
-            raise GsurgError(f"{shown}: cannot create a file in its folder: {err.strerror}") from None
+            raise OutputError(f"{shown}: cannot create a file in its folder: {err.strerror}") from None
         self._shown_folders[folder] = shown_folder
         fault_point(f"locked:{len(self._locks) - 1}")
 
@@ -138,7 +144,7 @@ class AtomicGroup:
             os.replace(staged.staging, staged.target)
         except OSError as err:
             _unlink(staged.staging)
-            raise GsurgError(f"{staged.shown}: cannot replace: {err.strerror}") from None
+            raise OutputError(f"{staged.shown}: cannot replace: {err.strerror}") from None
         fault_point("renamed:0")
         with contextlib.suppress(OSError):
             fsync_dir(staged.folder)
@@ -163,14 +169,14 @@ class AtomicGroup:
                 _unlink(s.staging)
             _unlink(journal_new)
             shown = self._shown_folders[commit_folder]
-            raise GsurgError(f"{shown}: cannot write the commit journal: {err.strerror}") from None
+            raise OutputError(f"{shown}: cannot write the commit journal: {err.strerror}") from None
         self._committed = True
         fault_point("committed")
         for i, s in enumerate(staged):
             try:
                 os.replace(s.staging, s.target)
             except OSError as err:
-                raise GsurgError(
+                raise OutputError(
                     f"{s.shown}: cannot replace: {err.strerror}; the commit is recorded in {journal}, and "
                     f"the next gsurg run that writes into {self._shown_folders[s.folder]} completes it"
                 ) from None
@@ -201,6 +207,14 @@ def _unlink(path: str) -> None:
         os.unlink(path)
 
 
+def _write_error(err: OSError, staged: _Staged) -> GsurgError:
+    filename = None if err.filename is None else os.fsdecode(err.filename)
+    reason = err.strerror or str(err)
+    if filename is not None and filename != staged.staging:
+        return GsurgError(f"{filename}: {reason} (while writing {staged.shown})")
+    return OutputError(f"{staged.shown}: cannot write: {reason}")
+
+
 @contextlib.contextmanager
 def atomic_output(
     path: str | os.PathLike[str],
@@ -210,7 +224,7 @@ def atomic_output(
     """Yield a binary handle on a staging file beside ``path``. On a clean exit the file is flushed and
     fsynced, ``check(staging_path)`` runs on the finished bytes, and the file is handed to ``group`` to
     commit with the others (without a group, it replaces ``path`` at once, as a group of one). On any
-    error the staging file is removed and ``path`` is untouched."""
+    error the staging file is removed and ``path`` is untouched; OSErrors become errors naming ``path``."""
     if group is None:
         with AtomicGroup() as own, atomic_output(path, check, own) as fh:
             yield fh
@@ -225,6 +239,9 @@ def atomic_output(
             os.fsync(fh.fileno())
         if check is not None:
             check(staged.staging)
+    except OSError as err:
+        _unlink(staged.staging)
+        raise _write_error(err, staged) from None
     except BaseException:
         _unlink(staged.staging)
         raise
@@ -239,8 +256,10 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, group: AtomicG
 
 
 def prepare_output(path: str) -> None:
-    """Before a command reads its inputs: create the output's folder and complete or clean up interrupted
-    runs in that folder (so an input kept there is read whole)."""
+    """Before a command reads its inputs: create the output's folder, refuse a target that is a folder or
+    not a regular file, and complete or clean up interrupted runs in that folder (so an input kept there is
+    read whole). Errors name ``path``."""
     folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
+    ensure_folder(folder, path)
+    existing_mode(path, path)
     recover_folder(folder, folder)

@@ -14,6 +14,7 @@ from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_write_bytes
 from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import read_bin, write_bin
+from graphsurgeon.formats.outpaths import ensure_folder
 from graphsurgeon.formats.param_any import is_param_bin, read_param
 from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.formats.recovery import recover_folder, warn_pending
@@ -136,7 +137,7 @@ def run_apply(
         return runs
     if folder is None:
         raise GsurgError("no output folder: give --out DIR (or outputs.dir in the rule file)")
-    Path(folder).mkdir(parents=True, exist_ok=True)
+    ensure_folder(folder, folder)
     _refuse_overwriting_inputs(runs, folder)
     with AtomicGroup() as group:
         for run in runs:
