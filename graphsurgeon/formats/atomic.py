@@ -7,7 +7,9 @@ The protocol of one group (each step is a ``fault_point`` the tests kill at):
    (recovery.py), then creates and flocks its lock file there (staging.py: the lock tells later runs
    whether this run is alive, pids being reused). The first such folder is the group's commit folder.
 2. Each output is written to a staging file beside its target, flushed, fsynced and checked (write_bin
-   re-walks its .bin).
+   re-walks its .bin). The staging file is created with mode 0666 and the kernel applies the umask (and
+   any default ACL) itself, exactly as for a plain ``open()``; nothing reads the umask, so there is no race
+   with other threads changing it. An overwritten target's permission bits are copied instead.
 3. Commit point. The staging folders other than the commit folder are fsynced (their staging names are
    durable); a journal listing every (staging, target) rename is written into the commit folder as
    ``.journal.new``, fsynced, and renamed to ``.journal``; the commit folder is fsynced (which makes its
@@ -108,7 +110,7 @@ class AtomicGroup:
         target = os.path.join(folder, os.path.basename(shown))
         if not os.path.isdir(folder):
             raise OutputError(f"{shown}: cannot write: its folder {os.path.dirname(shown)} does not exist")
-        existing_mode(target, shown)  # refuses a folder or a special file
+        mode = existing_mode(target, shown)
         self._enter(folder, shown)
         staged = _Staged(
             self._count,
@@ -119,9 +121,18 @@ class AtomicGroup:
         )
         self._count += 1
         try:
-            fd = os.open(staged.staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fd = os.open(staged.staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         except OSError as err:
             raise OutputError(f"{shown}: cannot create: {err.strerror}") from None
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+        except OSError as err:
+            os.close(fd)
+            _unlink(staged.staging)
+            raise OutputError(
+                f"{shown}: cannot give the new file the old mode {mode:o}: {err.strerror}"
+            ) from None
         return fd, staged
 
     def _enter(self, folder: str, shown: str) -> None:
