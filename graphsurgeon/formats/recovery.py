@@ -29,6 +29,7 @@ from graphsurgeon.formats.faults import fault_point
 from graphsurgeon.formats.staging import (
     JOURNAL_RE,
     LOCK_RE,
+    PREFIX,
     fsync_dir,
     is_staging_of,
     journal_name,
@@ -47,6 +48,8 @@ def notice(message: str) -> None:
 def _tokens(names: list[str]) -> list[str]:
     found = set()
     for name in names:
+        if not name.startswith(PREFIX):  # the common case; folders may hold many files
+            continue
         match = LOCK_RE.fullmatch(name) or JOURNAL_RE.fullmatch(name)
         if match:
             found.add(match.group(1))
