@@ -11,18 +11,18 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from graphsurgeon import __version__
 from graphsurgeon.check.context import LintOptions
 from graphsurgeon.check.diff_bin import add_parser as add_diff_bin_parser
 from graphsurgeon.check.lint import run_lint
 from graphsurgeon.errors import GsurgError
-from graphsurgeon.formats.atomic import AtomicGroup
+from graphsurgeon.formats.atomic import AtomicGroup, prepare_output
 from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import WeightRecord, custom_layer_note, read_bin, write_bin
 from graphsurgeon.formats.param_any import read_param
 from graphsurgeon.formats.param_bin import write_param_bin
+from graphsurgeon.formats.recovery import warn_pending
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.weights import Storage
 from graphsurgeon.rewrite.apply import explain_rule, parse_sets, run_apply, summary
@@ -43,12 +43,14 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _prepare_output(out: str, *inputs: str | None) -> None:
+    """Refuse an output that is an input or a folder; create its folder (errors name ``out``) and finish
+    interrupted runs there."""
     for inp in inputs:
         if inp is not None and _same_file(inp, out):
             raise UsageError(f"{out}: refusing to overwrite an input; choose another output path")
     if os.path.isdir(out):
         raise UsageError(f"{out}: is a folder; give a file path")
-    Path(out).resolve().parent.mkdir(parents=True, exist_ok=True)
+    prepare_output(out)
 
 
 def _warn(graph: Graph) -> None:
@@ -70,6 +72,7 @@ def cmd_fmt(args: argparse.Namespace) -> int:
             args.out_bin
         ):
             raise UsageError("-o and --out-bin must be different files")
+    warn_pending(args.input, args.bin)
     graph = read_param(args.input)
     _warn(graph)
     records: list[WeightRecord] = []
@@ -113,6 +116,7 @@ def _record_json(rec: WeightRecord) -> dict[str, object]:
 
 def cmd_synth_bin(args: argparse.Namespace) -> int:
     _prepare_output(args.output, args.input)
+    warn_pending(args.input)
     graph = read_param(args.input)
     _warn(graph)
     n = synthesize_weights(graph, seed=args.seed, storage=Storage(args.storage))
@@ -138,6 +142,7 @@ def _names(values: list[str] | None) -> list[str] | None:
 
 def cmd_lint(args: argparse.Namespace) -> int:
     options = LintOptions(bin_path=args.bin, inputs=_names(args.inputs), outputs=_names(args.outputs))
+    warn_pending(args.input, args.bin)
     try:
         report = run_lint(args.input, options, custom=args.custom or [])
     except OSError as err:
@@ -281,13 +286,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command == "diff-bin":  # its command lives in check/diff_bin.py; it only reads
+        warn_pending(args.a, args.b, args.param_a, args.param_b)
     try:
         return int(args.func(args))
     except GsurgError as err:
         print(f"gsurg: error: {err}", file=sys.stderr)
         return err.exit_code
-    except OSError as err:
-        print(f"gsurg: error: {err.filename or ''}: {err.strerror}", file=sys.stderr)
+    except OSError as err:  # a last resort: every known failure is a GsurgError naming its path
+        where = f"{os.fsdecode(err.filename)}: " if err.filename is not None else ""
+        print(f"gsurg: error: {where}{err.strerror or err}", file=sys.stderr)
         return 2
 
 

@@ -63,5 +63,9 @@ class BinFormatError(GsurgError):
         super().__init__(": ".join([", ".join(parts), message]))
 
 
+class OutputError(GsurgError):
+    """An output that cannot be written: names the output path and the system's reason."""
+
+
 class EmitError(GsurgError):
     """The IR holds something the safe-writer rules cannot express (inf/nan, overlong value, …)."""

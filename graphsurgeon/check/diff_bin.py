@@ -151,7 +151,8 @@ def diff_bins(
         raise DiffUsageError("--param-a/--param-b name the .param of a .bin side, not of a checkpoint")
     for path in (a, b):
         if not os.path.isfile(path):
-            raise DiffUsageError(f"{path}: no such file")
+            why = "cannot read: Is a directory" if os.path.isdir(path) else "no such file"
+            raise DiffUsageError(f"{path}: {why}")
     if not ckpt_a:
         param_a = param_a or find_param(a)
     if not ckpt_b:

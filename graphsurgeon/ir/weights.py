@@ -7,9 +7,11 @@ records are written back byte for byte; nothing is decoded until ``numpy()`` is 
 
 from __future__ import annotations
 
+import errno
 import math
 import mmap
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -100,7 +102,11 @@ class MappedBin:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._fd = os.open(self.path, os.O_RDONLY)
-        self.size = os.fstat(self._fd).st_size
+        st = os.fstat(self._fd)
+        if stat.S_ISDIR(st.st_mode):  # mmap would fail with a bare EINVAL
+            os.close(self._fd)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self.path)
+        self.size = st.st_size
         self._mm = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) if self.size else None
 
     def buffer(self) -> memoryview:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.model_bin import read_bin
+from graphsurgeon.formats.outpaths import ensure_folder
 from graphsurgeon.formats.param_any import is_param_bin, read_param
+from graphsurgeon.formats.recovery import recover_folder, warn_pending
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.rewrite.driver import apply_graph
 from graphsurgeon.rewrite.interface import check_interface
@@ -40,6 +42,7 @@ def parse_sets(values: list[str]) -> dict[str, str]:
 
 def _load(source: ModelInput) -> Graph:
     assert source.param is not None
+    warn_pending(source.param, source.bin)
     graph = read_param(source.param)
     if source.bin is not None:
         read_bin(graph, source.bin)
@@ -117,6 +120,9 @@ def _run(
     progress: Progress | None,
 ) -> list[GraphRun]:
     rf = prepared.rules
+    folder = out_dir or rf.outputs.dir
+    if not dry_run and folder is not None:  # finish interrupted runs first: an input may be kept there
+        recover_folder(folder)
     runs: dict[str, GraphRun] = {}
     for name, spec in rf.graphs.items():
         if progress is not None:
@@ -137,10 +143,9 @@ def _run(
         runs[name] = run
     if dry_run:
         return list(runs.values())
-    folder = out_dir or rf.outputs.dir
     if folder is None:
         raise GsurgError("no output folder: give --out DIR (or outputs.dir in the rule file)")
-    Path(folder).mkdir(parents=True, exist_ok=True)
+    ensure_folder(folder, folder)
     refuse_overwriting_inputs(list(runs.values()), Path(folder))
     if progress is not None:
         progress(f"writing {len(runs)} graph(s) to {folder}")

@@ -1,0 +1,90 @@
+"""Where an output may go, and error lines that name it.
+
+- ``ensure_folder``: ``mkdir -p`` the folder an output goes into. When a part of that path is a file (or
+  anything but a folder) the error names that part and what it is, instead of ``mkdir``'s bare
+  ``File exists`` / ``Not a directory`` about some other path.
+- ``existing_mode``: an existing target must be a regular file (or a symbolic link to one). gsurg replaces
+  outputs by rename, which would put a regular file where a FIFO, socket or device node was (``-o
+  /dev/full`` would replace the device node itself), so anything else is refused. The returned permission
+  bits are given to the new file, so an overwrite keeps the old mode; a symbolic link is replaced by the
+  new file, as before.
+
+Every refusal is an ``OutputError`` whose message starts with the output path as the user spelled it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from graphsurgeon.errors import OutputError
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISREG, "a file"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def kind(path: str) -> str:
+    """What ``path`` is, in words ("a file", "a FIFO", "a broken symbolic link", ...)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(path) else "missing"
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
+    return next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+
+
+def _blocking_part(folder: str) -> str | None:
+    """The first part of ``folder`` (from the root down) that exists but is not a folder."""
+    parts = []
+    path = os.path.normpath(folder)
+    while True:
+        parts.append(path)
+        parent = os.path.dirname(path)
+        if parent in ("", path):
+            break
+        path = parent
+    for part in reversed(parts):
+        if os.path.lexists(part) and not os.path.isdir(part):
+            return part
+    return None
+
+
+def ensure_folder(folder: str, output: str) -> None:
+    """Create ``folder`` and its parents if missing; ``output`` (the file or folder being written) is what
+    the error names."""
+    if os.path.isdir(folder):
+        return
+    what = "the folder" if os.path.normpath(folder) == os.path.normpath(output) else f"its folder {folder}"
+    blocker = _blocking_part(folder)
+    if blocker is not None:
+        raise OutputError(f"{output}: cannot create {what}: {blocker} is {kind(blocker)}, not a folder")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"{output}: cannot create {what}: {err.strerror}") from None
+
+
+def existing_mode(target: str, output: str) -> int | None:
+    """The permission bits of the file ``target`` replaces, or None if there is none; refuses a target
+    that is a folder or not a regular file."""
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return None  # nothing there (or a broken link, which the new file replaces)
+    except OSError as err:
+        raise OutputError(f"{output}: cannot write: {err.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise OutputError(f"{output}: is a folder; give a file path")
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputError(
+            f"{output}: not a regular file ({kind(target)}); outputs are replaced by rename, "
+            "which would put a file in its place"
+        )
+    return stat.S_IMODE(st.st_mode)
