@@ -51,12 +51,16 @@ MASKED = -1e38
 """Additive mask value of a hidden key: large and finite (with -inf a fully hidden row gives NaN in ncnn)."""
 
 
+Device = torch.device | str | None
+"""Where parameters are made: ``"meta"`` builds a model without allocating or initializing weights."""
+
+
 class RMSNorm(nn.Module):
     """``x / sqrt(mean(x^2) + eps) * weight`` over the last dim."""
 
-    def __init__(self, width: int, eps: float) -> None:
+    def __init__(self, width: int, eps: float, device: Device = None) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(width))
+        self.weight = nn.Parameter(torch.ones(width, device=device))
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -73,19 +77,19 @@ Cache = tuple[torch.Tensor, torch.Tensor]
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: Qwen3Config) -> None:
+    def __init__(self, cfg: Qwen3Config, device: Device = None) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = (
             cfg.num_attention_heads,
             cfg.num_key_value_heads,
             cfg.head_dim,
         )
-        self.q_proj = nn.Linear(cfg.hidden_size, cfg.q_width, bias=False)
-        self.k_proj = nn.Linear(cfg.hidden_size, cfg.kv_width, bias=False)
-        self.v_proj = nn.Linear(cfg.hidden_size, cfg.kv_width, bias=False)
-        self.o_proj = nn.Linear(cfg.q_width, cfg.hidden_size, bias=False)
-        self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
-        self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
+        self.q_proj = nn.Linear(cfg.hidden_size, cfg.q_width, bias=False, device=device)
+        self.k_proj = nn.Linear(cfg.hidden_size, cfg.kv_width, bias=False, device=device)
+        self.v_proj = nn.Linear(cfg.hidden_size, cfg.kv_width, bias=False, device=device)
+        self.o_proj = nn.Linear(cfg.q_width, cfg.hidden_size, bias=False, device=device)
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, device)
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, device)
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, past: Cache | None
@@ -109,23 +113,23 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg: Qwen3Config) -> None:
+    def __init__(self, cfg: Qwen3Config, device: Device = None) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False, device=device)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False, device=device)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: Qwen3Config) -> None:
+    def __init__(self, cfg: Qwen3Config, device: Device = None) -> None:
         super().__init__()
-        self.self_attn = Attention(cfg)
-        self.mlp = MLP(cfg)
-        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = Attention(cfg, device)
+        self.mlp = MLP(cfg, device)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, past: Cache | None
@@ -138,11 +142,11 @@ class DecoderLayer(nn.Module):
 class Qwen3Body(nn.Module):
     """HF's ``model.*``: the embedding, the layers and the final norm."""
 
-    def __init__(self, cfg: Qwen3Config) -> None:
+    def __init__(self, cfg: Qwen3Config, device: Device = None) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
-        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size, device=device)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, device) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
 
 
 @dataclass
@@ -178,12 +182,14 @@ def causal_mask(start: int, length: int) -> torch.Tensor:
 class Qwen3ForCausalLM(nn.Module):
     """The whole model: ``forward(ids, cache)`` gives logits and the grown cache."""
 
-    def __init__(self, cfg: Qwen3Config) -> None:
+    def __init__(self, cfg: Qwen3Config, device: Device = None) -> None:
         super().__init__()
         self.config = cfg
-        self.model = Qwen3Body(cfg)
+        self.model = Qwen3Body(cfg, device)
         self.lm_head = (
-            None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+            None
+            if cfg.tie_word_embeddings
+            else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, device=device)
         )
 
     @property
@@ -281,32 +287,36 @@ def _names(names: set[str]) -> str:
 
 def load_model(folder: Path | str) -> Qwen3ForCausalLM:
     """Build the model from ``folder/config.json`` and fill every parameter from the checkpoint (bf16, fp16
-    or fp32, widened to fp32), one tensor at a time. A missing, unexpected or misshapen tensor is a
+    or fp32, widened to fp32 by torch), one tensor at a time. A missing, unexpected or misshapen tensor is a
     ``CheckpointError`` naming the file and the tensor. Returns the model in eval mode without gradients."""
+    from safetensors import safe_open
+
     folder = Path(folder)
     cfg = load_config(folder)
     path = checkpoint_file(folder)
-    with torch.device("meta"):
-        model = Qwen3ForCausalLM(cfg)
-    model.to_empty(device="cpu")
+    model = Qwen3ForCausalLM(cfg, device="meta").to_empty(device="cpu")  # no init: every weight is read
     params = dict(model.named_parameters())
-    ckpt = Checkpoint(str(path))
-    try:
-        stored = set(ckpt.tensors)
-        ignored = {"lm_head.weight"} if cfg.tie_word_embeddings else set()  # transformers ignores it too
-        if missing := set(params) - stored:
-            raise CheckpointError(f"{path}: missing tensor(s) {_names(missing)}")
-        if unexpected := stored - set(params) - ignored:
-            raise CheckpointError(f"{path}: unexpected tensor(s) {_names(unexpected)} (not a Qwen3 model?)")
-        for name, param in params.items():
-            info = ckpt.tensors[name]
-            if info.shape != tuple(param.shape):
-                raise CheckpointError(
-                    f"{info.file}: tensor {name!r} has shape {list(info.shape)} but {folder / 'config.json'} "
-                    f"gives {list(param.shape)}"
-                )
-            with torch.no_grad():
-                param.copy_(torch.from_numpy(ckpt.array(name)))
-    finally:
-        ckpt.close()
+    ckpt = Checkpoint(str(path))  # headers only: names, shapes, shards
+    stored = set(ckpt.tensors)
+    ignored = {"lm_head.weight"} if cfg.tie_word_embeddings else set()  # transformers ignores it too
+    if missing := set(params) - stored:
+        raise CheckpointError(f"{path}: missing tensor(s) {_names(missing)}")
+    if unexpected := stored - set(params) - ignored:
+        raise CheckpointError(f"{path}: unexpected tensor(s) {_names(unexpected)} (not a Qwen3 model?)")
+    by_file: dict[str, list[str]] = {}
+    for name, param in params.items():
+        info = ckpt.tensors[name]
+        if info.shape != tuple(param.shape):
+            raise CheckpointError(
+                f"{info.file}: tensor {name!r} has shape {list(info.shape)} but {folder / 'config.json'} "
+                f"gives {list(param.shape)}"
+            )
+        if info.dtype not in ("F32", "F16", "BF16"):
+            raise CheckpointError(f"{info.file}: tensor {name!r} is {info.dtype}, not bf16, fp16 or fp32")
+        by_file.setdefault(info.file, []).append(name)
+    with torch.no_grad():
+        for file, names in by_file.items():
+            with safe_open(file, framework="pt") as fh:
+                for name in names:
+                    params[name].copy_(fh.get_tensor(name))
     return model.eval().requires_grad_(False)
