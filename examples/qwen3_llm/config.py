@@ -1,0 +1,145 @@
+"""A Qwen3 ``config.json`` as HF transformers writes it, read into the few numbers the reference needs.
+
+Both spellings of the RoPE base are accepted: ``rope_theta`` (transformers 4.x, the released Qwen3
+checkpoints) and ``rope_parameters: {rope_type: default, rope_theta: ...}`` (transformers 5.x). What this
+reference does not implement (attention bias, RoPE scaling, sliding-window layers, an activation other than
+SiLU) is refused with an error naming the key, never ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphsurgeon.formats.safetensors import CheckpointError
+
+CONFIG_NAME = "config.json"
+
+
+@dataclass(frozen=True)
+class Qwen3Config:
+    """The architecture numbers of a Qwen3 decoder-only model (names as in ``config.json``)."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    vocab_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int
+
+    @property
+    def q_width(self) -> int:
+        """Width of the q projection (``heads * head_dim``; Qwen3 allows it to differ from hidden_size)."""
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def group(self) -> int:
+        """Query heads per kv head (GQA)."""
+        return self.num_attention_heads // self.num_key_value_heads
+
+
+_INT_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "vocab_size",
+    "max_position_embeddings",
+)
+
+
+def _int(raw: Mapping[str, Any], key: str, where: str) -> int:
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CheckpointError(f"{where}: {key} must be a positive integer, not {value!r}")
+    return value
+
+
+def _float(key: str, value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise CheckpointError(f"{where}: {key} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _rope_theta(raw: Mapping[str, Any], where: str) -> float:
+    params = raw.get("rope_parameters")
+    if params is not None:
+        if not isinstance(params, Mapping):
+            raise CheckpointError(f"{where}: rope_parameters must be a mapping, not {params!r}")
+        kind = params.get("rope_type", "default")
+        if kind != "default":
+            raise CheckpointError(
+                f"{where}: rope_parameters.rope_type {kind!r} is not supported (only default)"
+            )
+        return _float("rope_parameters.rope_theta", params.get("rope_theta"), where)
+    scaling = raw.get("rope_scaling")
+    if scaling is not None:
+        raise CheckpointError(f"{where}: rope_scaling {scaling!r} is not supported (only null)")
+    return _float("rope_theta", raw.get("rope_theta"), where)
+
+
+def _refuse_unsupported(raw: Mapping[str, Any], where: str) -> None:
+    if raw.get("attention_bias", False):
+        raise CheckpointError(f"{where}: attention_bias true is not supported (Qwen3 has none)")
+    if raw.get("use_sliding_window", False):
+        raise CheckpointError(f"{where}: use_sliding_window true is not supported")
+    layer_types = raw.get("layer_types") or []
+    if any(kind != "full_attention" for kind in layer_types):
+        raise CheckpointError(f"{where}: layer_types other than full_attention are not supported")
+    act = raw.get("hidden_act", "silu")
+    if act != "silu":
+        raise CheckpointError(f"{where}: hidden_act {act!r} is not supported (only silu)")
+
+
+def config_from_dict(raw: Mapping[str, Any], where: str = CONFIG_NAME) -> Qwen3Config:
+    """Validate a parsed ``config.json``; every error names ``where`` and the key."""
+    _refuse_unsupported(raw, where)
+    ints = {key: _int(raw, key, where) for key in _INT_KEYS}
+    heads = ints["num_attention_heads"]
+    kv_heads = _int(raw, "num_key_value_heads", where) if "num_key_value_heads" in raw else heads
+    if heads % kv_heads:
+        raise CheckpointError(
+            f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
+        )
+    head_dim = _int(raw, "head_dim", where) if "head_dim" in raw else ints["hidden_size"] // heads
+    if head_dim % 2:
+        raise CheckpointError(f"{where}: head_dim {head_dim} must be even (RoPE rotates pairs)")
+    tie = raw.get("tie_word_embeddings", False)
+    if not isinstance(tie, bool):
+        raise CheckpointError(f"{where}: tie_word_embeddings must be true or false, not {tie!r}")
+    return Qwen3Config(
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        rms_norm_eps=_float("rms_norm_eps", raw.get("rms_norm_eps"), where),
+        rope_theta=_rope_theta(raw, where),
+        tie_word_embeddings=tie,
+        **ints,
+    )
+
+
+def load_config(folder: Path) -> Qwen3Config:
+    """Read ``folder/config.json``."""
+    path = Path(folder) / CONFIG_NAME
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such file (a checkpoint folder holds config.json)") from None
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot read: {err.strerror}") from None
+    except ValueError as err:
+        raise CheckpointError(f"{path}: not valid JSON: {err}") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: not a JSON object")
+    return config_from_dict(raw, str(path))
