@@ -113,13 +113,14 @@ def _export(
     if not source:
         names = ", ".join(sorted(wanted))
         raise GsurgError(f"{program.path}: inputs {names} are exports, but the rule file has no source")
-    from graphsurgeon.export import export_all, load_source  # torch is needed only here
+    from graphsurgeon.export.pnnx_run import export_all  # torch is needed only here
+    from graphsurgeon.export.spec import call_source, load_source
 
     build = load_source(source["export"], Path(program.path).resolve().parent)
     checkpoint = Path(source["checkpoint"]) if source.get("checkpoint") else None
     if checkpoint is not None and not checkpoint.exists():
         raise GsurgError(f"{checkpoint}: the source checkpoint does not exist")
-    specs = list(build(_LazyVars(program), checkpoint))
+    specs = call_source(build, source["export"], _LazyVars(program), checkpoint)
     made = {spec.name for spec in specs}
     missing = sorted(set(wanted.values()) - made)
     if missing:
