@@ -167,9 +167,10 @@ class RuleFile(StrictModel):
         outputs: dict[str, str] = {}
         seen: list[str] = []
         for name, graph in self.graphs.items():
-            if graph.input in self.graphs and graph.input in self.inputs:
-                raise ValueError(f"graph {name}: input {graph.input!r} is both an input and a graph")
-            if graph.input in self.graphs and graph.input not in seen:
+            if graph.input in seen and graph.input in self.inputs:
+                raise ValueError(f"graph {name}: input {graph.input!r} is both an input and an earlier graph")
+            later = graph.input in self.graphs and graph.input not in seen and graph.input not in self.inputs
+            if later:
                 raise ValueError(f"graph {name}: takes graph {graph.input!r}, which is declared after it")
             seen.append(name)
             if graph.output is not None:

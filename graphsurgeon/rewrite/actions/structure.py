@@ -175,9 +175,10 @@ class InputTops(StrictModel):
 
 
 class AddInputAction(ActionModel):
-    """Give the graph an Input layer ``name`` producing ``tops``: made (first in the graph) if the graph has
-    no layer of that name, otherwise its tops are appended to. Several matches can each add their tops to
-    one multi-top Input (ncnn's KV-cache convention: one ``Input kv_cache`` with every cache blob)."""
+    """Give the graph an Input layer ``name`` producing ``tops``: made (after the graph's other Inputs) if
+    the graph has no layer of that name, otherwise its tops are appended to. Several matches can each add
+    their tops to one multi-top Input (ncnn's KV-cache convention: one ``Input kv_cache`` with every cache
+    blob)."""
 
     key: ClassVar[str] = "add_input"
     add_input: InputTops
@@ -187,8 +188,9 @@ class AddInputAction(ActionModel):
         name = ctx.render(spec.name, "add_input")
         tops = [ctx.render(t, f"add_input {name}") for t in spec.tops]
         layer = next((x for x in graph.layers if x.name == name), None)
-        if layer is None:
-            layer = graph.add_layer("Input", name, [], [], index=0)
+        if layer is None:  # after the graph's other Inputs
+            at = max((i + 1 for i, x in enumerate(graph.layers) if x.type == "Input"), default=0)
+            layer = graph.add_layer("Input", name, [], [], index=at)
         elif layer.type != "Input":
             raise ActionError(f"add_input: layer {name} exists and is a {layer.type}, not an Input")
         for top in tops:

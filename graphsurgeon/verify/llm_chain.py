@@ -1,0 +1,110 @@
+"""Run a converted decoder-only LLM (the ``model.json`` + ``embed``/``decoder``/``lm_head`` nets that
+``rules/llm-kv-cache.yaml`` writes) in the ``ncnn`` wheel with exact fp32 options: token ids -> ``embed``
+-> ``decoder`` with its KV cache -> ``lm_head`` -> logits, and greedy decoding, as a runtime would.
+
+``model.json`` names the nets and their interface blobs, and the decoder's RoPE (theta, head_dim); the
+decoder's blob roles are found from its graph (``kv_signature``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import ncnn
+import numpy as np
+
+from graphsurgeon.verify.errors import VerifyError
+from graphsurgeon.verify.kv_session import KVDecoder, KVSession
+from graphsurgeon.verify.ncnn_fp32 import fp32_net
+from graphsurgeon.verify.rope import rope_inv_freq
+
+
+def read_model_json(folder: Path) -> dict[str, Any]:
+    path = folder / "model.json"
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise VerifyError(f"{path}: cannot read: {err.strerror}") from None
+    except ValueError as err:
+        raise VerifyError(f"{path}: not valid JSON: {err}") from None
+    for key in ("nets", "decoder"):
+        if key not in doc:
+            raise VerifyError(f"{path}: no {key!r} entry")
+    return doc
+
+
+class LlmChain:
+    """The three nets of a converted LLM, loaded once; ``session()`` starts a sequence."""
+
+    def __init__(self, folder: Path | str, *, num_threads: int = 1) -> None:
+        self.folder = Path(folder)
+        self.doc = read_model_json(self.folder)
+        nets = self.doc["nets"]
+
+        def files(name: str) -> tuple[Path, Path]:
+            if name not in nets:
+                raise VerifyError(f"{self.folder / 'model.json'}: no net {name!r}")
+            return self.folder / nets[name]["param"], self.folder / nets[name]["bin"]
+
+        rope = self.doc["decoder"]["rope"]
+        self.embed_net = fp32_net(*files("embed"), num_threads=num_threads)
+        self.lm_head_net = fp32_net(*files("lm_head"), num_threads=num_threads)
+        self.decoder = KVDecoder(
+            *files("decoder"),
+            num_threads=num_threads,
+            inv_freq=rope_inv_freq(int(rope["head_dim"]), float(rope["theta"])),
+            head_dim=int(rope["head_dim"]),
+            output=self.doc["decoder"]["output"],
+        )
+
+    def _run(self, net: ncnn.Net, mat: ncnn.Mat, what: str) -> np.ndarray:
+        name = self.doc["nets"][what]
+        with net.create_extractor() as ex:
+            if ex.input(name["inputs"][0], mat) != 0:
+                raise VerifyError(f"{what}: no input blob {name['inputs'][0]!r}")
+            ret, out = ex.extract(name["outputs"][0])
+            if ret != 0:
+                raise VerifyError(f"{what}: extract {name['outputs'][0]!r} returned {ret}")
+            return np.array(out, dtype=np.float32)
+
+    def embed(self, ids: list[int] | np.ndarray) -> np.ndarray:
+        """Hidden rows ``[T, H]`` for token ids (int32 in a 1-D Mat, as ncnn's Embed reads them)."""
+        arr = np.ascontiguousarray(np.asarray(ids, dtype=np.int32).reshape(-1))
+        return self._run(self.embed_net, ncnn.Mat(arr).clone(), "embed").reshape(len(arr), -1)
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """Logits ``[T, V]`` for hidden rows ``[T, H]``."""
+        rows = np.ascontiguousarray(np.asarray(hidden, dtype=np.float32).reshape(-1, hidden.shape[-1]))
+        return self._run(self.lm_head_net, ncnn.Mat(rows).clone(), "lm_head").reshape(rows.shape[0], -1)
+
+    def session(self) -> KVSession:
+        return self.decoder.session()
+
+    def greedy(self, prompt: list[int], new_tokens: int, eos: int | None = None) -> list[int]:
+        """Greedy decoding: prefill the whole prompt, then one token per step through the cache; stops
+        after ``new_tokens`` or at ``eos``."""
+        out: list[int] = []
+        with self.session() as session:
+            step = session.prefill(self.embed(prompt))
+            while len(out) < new_tokens:
+                token = int(np.argmax(self.logits(step.hidden[-1:])[-1]))
+                out.append(token)
+                if token == eos:
+                    break
+                step = session.decode_step(self.embed([token]))
+        return out
+
+    def close(self) -> None:
+        self.decoder.close()
+        self.embed_net.clear()
+        self.lm_head_net.clear()
+
+    def __enter__(self) -> LlmChain:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
