@@ -15,20 +15,14 @@ naming the reference, with the module's own message.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.machinery
-import importlib.util
-import re
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.export.errors import ExportError, one_line
+from graphsurgeon.plugins import load_callable
 
 if TYPE_CHECKING:
     import torch
@@ -52,73 +46,10 @@ class ExportSpec:
 
 Source = Callable[[Mapping[str, Any], Path | None], Sequence[ExportSpec]]
 
-_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
-
-
-def _is_file_ref(target: str) -> bool:
-    return target.endswith(".py") or "/" in target or "\\" in target
-
-
-def _package_for(folder: Path) -> str:
-    """A package whose ``__path__`` is ``folder``, registered once under a name derived from the folder."""
-    name = "_gsurg_source_" + hashlib.sha1(str(folder).encode()).hexdigest()[:12]
-    if name not in sys.modules:
-        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
-        spec.submodule_search_locations = [str(folder)]
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-    return name
-
-
-def _import_file(ref: str, path: Path) -> ModuleType:
-    if not path.is_file():
-        raise ExportError(f"export source {ref!r}: no such file {path}")
-    stem = re.sub(r"\W", "_", path.stem)
-    name = f"{_package_for(path.parent)}.{stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ExportError(f"export source {ref!r}: {path} cannot be loaded as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and relative imports look the module up while it runs
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as err:
-        sys.modules.pop(name, None)
-        raise ExportError(
-            f"export source {ref!r}: {err.filename}:{err.lineno}: SyntaxError: {err.msg}"
-        ) from None
-    except Exception as err:
-        sys.modules.pop(name, None)
-        raise ExportError(f"export source {ref!r}: loading {path} failed: {one_line(err)}") from err
-    return module
-
-
-def _import_dotted(ref: str, target: str) -> ModuleType:
-    if not _DOTTED.match(target):
-        raise ExportError(f"export source {ref!r}: {target!r} is neither a .py file nor a dotted module name")
-    try:
-        return importlib.import_module(target)
-    except Exception as err:
-        raise ExportError(f"export source {ref!r}: importing {target} failed: {one_line(err)}") from err
-
 
 def load_source(ref: str, base_dir: Path) -> Source:
-    """The callable ``ref`` names (``file.py:attr`` relative to ``base_dir``, or ``package.module:attr``)."""
-    target, sep, attr = ref.rpartition(":")
-    if not sep or not target or not attr.isidentifier():
-        raise ExportError(
-            f"export source {ref!r}: expected path/to/file.py:FUNCTION or package.module:FUNCTION"
-        )
-    if _is_file_ref(target):
-        path = Path(target) if Path(target).is_absolute() else Path(base_dir) / target
-        module = _import_file(ref, path.resolve())
-    else:
-        module = _import_dotted(ref, target)
-    if not hasattr(module, attr):
-        raise ExportError(f"export source {ref!r}: {module.__file__} has no attribute {attr!r}")
-    fn = getattr(module, attr)
-    if not callable(fn):
-        raise ExportError(f"export source {ref!r}: {attr} is a {type(fn).__name__}, not a callable")
-    return fn
+    """The export source ``ref`` names (see ``graphsurgeon.plugins.load_callable``)."""
+    return load_callable(ref, base_dir, what="export source", error=ExportError)
 
 
 def call_source(
