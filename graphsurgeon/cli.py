@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from graphsurgeon import __version__
 from graphsurgeon.check.context import LintOptions
@@ -176,6 +177,26 @@ def cmd_apply(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from graphsurgeon.verify.run import VerifyOptions, run_verify  # ncnn and the reference load here
+
+    def progress(message: str) -> None:
+        if sys.stderr.isatty() or args.verbose:
+            print(f"gsurg: {message}", file=sys.stderr)
+
+    options = VerifyOptions(
+        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+        images=[Path(p) for p in args.image or []],
+        prompts=list(args.prompt or []),
+        tokens=args.tokens,
+        threads=args.threads,
+        progress=progress,
+    )
+    report = run_verify(Path(args.folder), options)
+    print(report.to_json() if args.format == "json" else report.to_text())
+    return report.exit_code
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     print(rules_json_schema())
     return 0
@@ -254,6 +275,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     apply.add_argument("-v", "--verbose", action="store_true", help="report each step on stderr")
     apply.set_defaults(func=cmd_apply)
+
+    verify = sub.add_parser(
+        "verify",
+        help="run a converted model in the ncnn wheel against its PyTorch reference, stage by stage",
+        description="Load the models a rule file wrote (DIR/model.json names them and the verifier that "
+        "knows the model), run them with exact fp32 options beside the PyTorch reference, and print each "
+        "stage's cosine, max |diff| and NaN count, and greedy tokens side by side. Exit 1 when a stage is "
+        "below cosine 0.99999, has NaN/Inf, or tokens differ.",
+    )
+    verify.add_argument("folder", help="the output folder of gsurg apply")
+    verify.add_argument("--checkpoint", help="the reference checkpoint (default: the one converted)")
+    verify.add_argument("--image", action="append", help="an image (repeat for several)")
+    verify.add_argument("--prompt", action="append", help="a prompt (repeat for several)")
+    verify.add_argument("--tokens", type=int, default=32, help="greedy tokens per case (default 32)")
+    verify.add_argument("--threads", type=int, default=1)
+    verify.add_argument("--format", choices=["text", "json"], default="text")
+    verify.add_argument("-v", "--verbose", action="store_true", help="report each step on stderr")
+    verify.set_defaults(func=cmd_verify)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of the rule-file language")
     schema.add_argument("what", choices=["rules"])

@@ -120,3 +120,20 @@ def test_a_missing_checkpoint_is_one_clear_error(tmp_path: Path, capsys: pytest.
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(missing) in err[0] and "does not exist" in err[0], err
     assert not out.exists()
+
+
+def test_verify_passes_on_the_conversion_and_fails_against_another_checkpoint(
+    converted: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verify", str(converted["default"]), "--format", "json", "--tokens", "16"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passed"] and {s["stage"] for s in doc["stages"]} >= {
+        "embed",
+        "decoder prefill",
+        "decoder step 3",
+    }
+    assert all(s["cosine"] >= 0.99999 for s in doc["stages"]) and len(doc["tokens"]) == 3
+    other = make_tiny(tmp_path / "other", seed=5)  # same shapes, other weights: a wrong conversion
+    assert main(["verify", str(converted["default"]), "--checkpoint", str(other), "--tokens", "8"]) == 1
+    text = capsys.readouterr().out
+    assert "FAIL" in text and text.rstrip().endswith("FAILED")

@@ -1,0 +1,116 @@
+"""What ``gsurg verify`` reports: per stage, how close the converted model's values are to the reference's
+(cosine, max |a-b|, NaN/Inf counts), and per case, the greedy tokens side by side. A stage fails below the
+cosine threshold or with any non-finite value; a case fails when the tokens differ."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+MIN_COSINE = 0.99999
+
+
+@dataclass(frozen=True)
+class StageResult:
+    stage: str
+    cosine: float
+    max_abs: float
+    scale: float  # max |reference|, for reading max_abs
+    nonfinite: int  # NaN or Inf values in the converted model's output
+    min_cosine: float = MIN_COSINE
+
+    @property
+    def passed(self) -> bool:
+        return self.nonfinite == 0 and self.cosine >= self.min_cosine
+
+
+@dataclass(frozen=True)
+class TokenResult:
+    case: str
+    ours: list[int]
+    reference: list[int]
+    text: str = ""  # the reference's decoded text, when the verifier has a tokenizer
+
+    @property
+    def passed(self) -> bool:
+        return self.ours == self.reference
+
+    @property
+    def first_difference(self) -> int | None:
+        for i, (a, b) in enumerate(zip(self.ours, self.reference, strict=False)):
+            if a != b:
+                return i
+        return None if len(self.ours) == len(self.reference) else min(len(self.ours), len(self.reference))
+
+
+def compare(
+    stage: str, ours: np.ndarray, reference: np.ndarray, *, min_cosine: float = MIN_COSINE
+) -> StageResult:
+    """One stage's figures; the shapes must hold the same number of values (layouts may differ by 1-dims)."""
+    a = np.asarray(ours, dtype=np.float64).reshape(-1)
+    b = np.asarray(reference, dtype=np.float64).reshape(-1)
+    if a.size != b.size:
+        raise ValueError(f"stage {stage}: {a.size} values against the reference's {b.size}")
+    bad = int(np.count_nonzero(~np.isfinite(a)))
+    finite = np.isfinite(a) & np.isfinite(b)
+    a, b = a[finite], b[finite]
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    cosine = float(np.dot(a, b) / norm) if norm > 0 else (1.0 if not a.any() and not b.any() else 0.0)
+    max_abs = float(np.max(np.abs(a - b))) if a.size else 0.0
+    scale = float(np.max(np.abs(b))) if b.size else 0.0
+    return StageResult(stage, cosine, max_abs, scale, bad, min_cosine)
+
+
+@dataclass
+class VerifyReport:
+    model: str
+    stages: list[StageResult] = field(default_factory=list)
+    tokens: list[TokenResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(s.passed for s in self.stages) and all(t.passed for t in self.tokens)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def to_json(self) -> str:
+        doc: dict[str, Any] = {
+            "schema_version": 1,
+            "model": self.model,
+            "passed": self.passed,
+            "stages": [asdict(s) | {"passed": s.passed} for s in self.stages],
+            "tokens": [asdict(t) | {"passed": t.passed} for t in self.tokens],
+            "notes": self.notes,
+        }
+        return json.dumps(doc, indent=2)
+
+    def to_text(self) -> str:
+        lines = [f"verify {self.model}", ""]
+        if self.stages:
+            width = max(len(s.stage) for s in self.stages)
+            lines.append(
+                f"{'stage':<{width}}  {'cosine':>10}  {'max_abs':>10}  {'scale':>10}  nan/inf  result"
+            )
+            for s in self.stages:
+                mark = "ok" if s.passed else "FAIL"
+                lines.append(
+                    f"{s.stage:<{width}}  {s.cosine:>10.7f}  {s.max_abs:>10.3e}  {s.scale:>10.3e}  "
+                    f"{s.nonfinite:>7}  {mark}"
+                )
+            lines.append("")
+        for t in self.tokens:
+            mark = "equal" if t.passed else f"DIFFER at token {t.first_difference}"
+            lines.append(f"{t.case}: {len(t.ours)} tokens, {mark}")
+            lines.append(f"  ncnn:    {t.ours}")
+            lines.append(f"  pytorch: {t.reference}")
+            if t.text:
+                lines.append(f"  text:    {t.text!r}")
+        lines.extend(f"note: {n}" for n in self.notes)
+        lines.append("PASSED" if self.passed else "FAILED")
+        return "\n".join(lines)

@@ -1,0 +1,48 @@
+"""``gsurg verify DIR``: run a converted model in the ``ncnn`` wheel against its PyTorch reference.
+
+What to compare is model-specific, so the model's ``model.json`` names a **verifier**:
+``{"verifier": {"ref": "path/to/verify.py:verify", "checkpoint": "/path/to/checkpoint"}}`` (``ref``
+relative to the folder, or absolute; the rule file's side-file template writes it). The verifier is called
+as ``verify(folder, model_json, options) -> VerifyReport`` and uses this package's runners and
+``report.compare`` for its stages."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graphsurgeon.plugins import load_callable
+from graphsurgeon.verify.errors import VerifyError
+from graphsurgeon.verify.llm_chain import read_model_json
+from graphsurgeon.verify.report import VerifyReport
+
+
+@dataclass
+class VerifyOptions:
+    """What the user asked for; a verifier fills in its own defaults for what is left empty."""
+
+    checkpoint: Path | None = None
+    images: list[Path] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+    tokens: int = 32
+    threads: int = 1
+    progress: Callable[[str], None] | None = None
+
+
+def run_verify(folder: Path, options: VerifyOptions) -> VerifyReport:
+    doc = read_model_json(folder)
+    verifier = doc.get("verifier")
+    if not isinstance(verifier, dict) or not isinstance(verifier.get("ref"), str):
+        raise VerifyError(f"{folder / 'model.json'}: no verifier entry (the rule file did not name one)")
+    if options.checkpoint is None and verifier.get("checkpoint"):
+        options.checkpoint = Path(verifier["checkpoint"])
+    if options.checkpoint is not None and not options.checkpoint.exists():
+        raise VerifyError(f"{options.checkpoint}: the reference checkpoint does not exist")
+    fn = load_callable(verifier["ref"], folder, what="verifier", error=VerifyError)
+    report = fn(folder, doc, options)
+    if not isinstance(report, VerifyReport):
+        raise VerifyError(
+            f"verifier {verifier['ref']!r} returned a {type(report).__name__}, not a VerifyReport"
+        )
+    return report
