@@ -89,7 +89,7 @@ def corpus_lines(count: int = 6000, seed: int = 0) -> list[str]:
     return lines
 
 
-def build_tokenizer() -> Any:
+def build_tokenizer(bpe_vocab: int = BPE_VOCAB) -> Any:
     """Train the byte-level BPE, then add the chat tokens and ``<image>``; a ``tokenizers.Tokenizer``."""
     from tokenizers import (
         AddedToken,
@@ -114,7 +114,7 @@ def build_tokenizer() -> Any:
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=BPE_VOCAB,
+        vocab_size=bpe_vocab,
         min_frequency=2,
         show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
@@ -314,14 +314,21 @@ def _write_weights(folder: Path, arrays: dict[str, np.ndarray], dtype: str, shar
 
 
 def make_tiny(
-    folder: Path | str, *, tied: bool = True, dtype: str = "fp32", shards: int = 1, seed: int = 0
+    folder: Path | str,
+    *,
+    tied: bool = True,
+    dtype: str = "fp32",
+    shards: int = 1,
+    seed: int = 0,
+    bpe_vocab: int = BPE_VOCAB,
 ) -> Path:
-    """Write the tiny checkpoint into ``folder`` (created; existing files of the same names replaced)."""
+    """Write the tiny checkpoint into ``folder`` (created; existing files of the same names replaced).
+    ``bpe_vocab`` sizes the trained vocabulary, and so moves every added token's id."""
     if dtype not in ("fp32", "bf16") or shards < 1:
         raise ValueError(f"dtype must be fp32 or bf16 and shards >= 1, not {dtype!r}, {shards}")
     folder = Path(folder)
     (folder / "vision_encoder").mkdir(parents=True, exist_ok=True)
-    tok = build_tokenizer()
+    tok = build_tokenizer(bpe_vocab)
     tok.save(str(folder / "tokenizer.json"))
     ids = dict(tok.get_vocab(with_added_tokens=True))
     added = {t: ids[t] for t in (ENDOFTEXT, IM_START, IM_END, THINK, END_THINK, IMAGE_TOKEN)}
