@@ -51,6 +51,11 @@ class VisionEncoder(nn.Module):
         self.rope = rope_fused if rope == "fused" else rope_explicit
 
     def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        if self.rope is rope_explicit:
+            # [1, N, D] -> [1, 1, N, D], the rank of q and k: pnnx drops the batch dim of a graph input and
+            # then writes a last-dim slice of a 3-D [1, N, D] table as ncnn Slice axis 2 of the 2-D blob
+            # it made (wrong); sliced at rank 4 it becomes axis 2 of a 3-D blob [1, N, D] (right).
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         for layer in self.layers:
             hidden, _ = layer(hidden, cos, sin, rope=self.rope)
         return self.norm(hidden)
