@@ -293,3 +293,23 @@ def test_image_features_must_fill_the_image_tokens(tiny: Any) -> None:
         model.generate([*ids, model.config.image_token_index], [_image_input(img)])
     with pytest.raises(PenguinInputError, match="do not fit a 2x2 grid"):
         model.encode_image(torch.from_numpy(img.pixel_values), (2, 2))
+
+
+def test_the_command_line_runner(tiny: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from examples.penguin_vl.generate import main
+
+    model, tokenizer, images = tiny
+    image = CORPUS / "images" / "desert.jpg"
+    assert main(["--image", str(image), "--format", "json", PROMPTS[2]]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    expected = model.generate(
+        prompt_ids(tokenizer, PROMPTS[2], [images["desert.jpg"]]), [_image_input(images["desert.jpg"])]
+    )
+    assert printed["tokens"] == expected.tokens and printed["grids"] == [list(images["desert.jpg"].grid)]
+    assert printed["text"] == tokenizer.decode(expected.tokens)
+
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n")
+    assert main(["--image", str(broken), PROMPTS[0]]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gsurg: error: {broken}: ") and err.count("\n") == 1
