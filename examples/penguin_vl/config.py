@@ -1,0 +1,382 @@
+"""A Penguin-VL checkpoint folder's settings, read from its own files: ``config.json`` (the LLM numbers at
+top level as in a Qwen3 config, the vision encoder inline under ``vision_encoder_config``, plus
+``image_token_index``, ``eos_token_id``, ``vision_projector_type``, ``vision_hidden_size``),
+``preprocessor_config.json`` (the image processor) and ``tokenizer.json`` / ``tokenizer_config.json`` (the
+special tokens and their ids).
+
+Nothing here is a constant of the real model: every id and size comes from the folder, and the files are
+checked against each other (``image_token_index`` is the tokenizer's ``<image>``, the EOS of
+``tokenizer_config.json`` is one of ``eos_token_id``, the vision width feeds the projector, the patch size
+of the processor is the encoder's). What the reference does not implement (attention bias, RoPE scaling, an
+activation other than SiLU, a projector other than ``mlp2x_gelu``, a merge size other than 1 for images,
+the training-only ``use_reconstruct``) is refused, naming the file and key, never ignored. Every error is a
+``CheckpointError`` (a ``GsurgError``: one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphsurgeon.formats.safetensors import CheckpointError
+
+CONFIG = "config.json"
+PREPROCESSOR = "preprocessor_config.json"
+TOKENIZER = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+IMAGE_TOKEN = "<image>"
+"""The placeholder string the official processor adds to the tokenizer (its id comes from the files)."""
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """One Qwen3-style layer stack: the LLM, or the bidirectional vision encoder."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+
+    @property
+    def q_width(self) -> int:
+        """``heads * head_dim``; independent of hidden_size (real vision encoder: 16 * 128 = 2048 > 1024)."""
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+
+@dataclass(frozen=True)
+class VisionConfig(StackConfig):
+    patch_size: int
+    num_channels: int
+
+    @property
+    def patch_dim(self) -> int:
+        """Length of one flattened patch, ``channels * patch^2`` (588 for 3 x 14 x 14)."""
+        return self.num_channels * self.patch_size * self.patch_size
+
+
+@dataclass(frozen=True)
+class TextConfig(StackConfig):
+    vocab_size: int
+    tie_word_embeddings: bool
+
+
+@dataclass(frozen=True)
+class PenguinConfig:
+    text: TextConfig
+    vision: VisionConfig
+    image_token_index: int
+    eos_token_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ImageProcessorConfig:
+    """``preprocessor_config.json``: the resize budget, resampling and normalisation."""
+
+    patch_size: int
+    merge_size: int
+    min_tokens: int
+    max_tokens: int
+    resample: int  # a PIL resampling filter number (3 = BICUBIC)
+    rescale_factor: float
+    image_mean: tuple[float, float, float]
+    image_std: tuple[float, float, float]
+    do_convert_rgb: bool
+
+    @property
+    def factor(self) -> int:
+        """The side lengths of a resized image are multiples of this (``patch * merge``)."""
+        return self.patch_size * self.merge_size
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """The tokens the reference needs, each with the id the checkpoint's tokenizer gives it."""
+
+    image: str
+    image_id: int
+    eos: str
+    eos_id: int
+    pad: str | None
+    pad_id: int | None
+
+
+@dataclass(frozen=True)
+class CheckpointFiles:
+    """Everything read from a checkpoint folder except the tensors."""
+
+    folder: Path
+    config: PenguinConfig
+    processor: ImageProcessorConfig
+    tokens: SpecialTokens
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; a missing, unreadable or malformed file is one ``CheckpointError``."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such file (a Penguin-VL checkpoint folder holds it)") from None
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot read: {err.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path}: not valid JSON: {err}") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: not a JSON object")
+    return raw
+
+
+def _int(raw: Mapping[str, Any], key: str, where: str, minimum: int = 1) -> int:
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise CheckpointError(f"{where}: {key} must be an integer >= {minimum}, not {value!r}")
+    return value
+
+
+def _positive(raw: Mapping[str, Any], key: str, where: str) -> float:
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise CheckpointError(f"{where}: {key} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _bool(raw: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise CheckpointError(f"{where}: {key} must be true or false, not {value!r}")
+    return value
+
+
+def _rope_theta(raw: Mapping[str, Any], where: str) -> float:
+    """``rope_theta`` (transformers 4.x) or ``rope_parameters.rope_theta`` (5.x); scaling is refused."""
+    params = raw.get("rope_parameters")
+    if params is not None:
+        if not isinstance(params, Mapping) or params.get("rope_type", "default") != "default":
+            raise CheckpointError(
+                f"{where}: rope_parameters {params!r} is not supported (only rope_type default)"
+            )
+        return _positive(params, "rope_theta", f"{where}: rope_parameters")
+    if raw.get("rope_scaling") is not None:
+        raise CheckpointError(f"{where}: rope_scaling {raw['rope_scaling']!r} is not supported (only null)")
+    if "rope_theta" not in raw:
+        raise CheckpointError(
+            f"{where}: no rope_theta (the official code would silently fall back to a default base)"
+        )
+    return _positive(raw, "rope_theta", where)
+
+
+def _stack(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The numbers shared by both stacks, with what the reference does not implement refused."""
+    if raw.get("attention_bias", False):
+        raise CheckpointError(f"{where}: attention_bias true is not supported (Qwen3 layers have none)")
+    if raw.get("use_sliding_window", False):
+        raise CheckpointError(f"{where}: use_sliding_window true is not supported")
+    if raw.get("hidden_act", "silu") != "silu":
+        raise CheckpointError(f"{where}: hidden_act {raw.get('hidden_act')!r} is not supported (only silu)")
+    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    out: dict[str, Any] = {key: _int(raw, key, where) for key in keys}
+    heads = out["num_attention_heads"]
+    kv_heads = _int(raw, "num_key_value_heads", where) if "num_key_value_heads" in raw else heads
+    if heads % kv_heads:
+        raise CheckpointError(
+            f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
+        )
+    head_dim = _int(raw, "head_dim", where) if "head_dim" in raw else out["hidden_size"] // heads
+    if head_dim % 2:
+        raise CheckpointError(f"{where}: head_dim {head_dim} must be even (RoPE rotates pairs)")
+    out.update(
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        rms_norm_eps=_positive(raw, "rms_norm_eps", where),
+        rope_theta=_rope_theta(raw, where),
+    )
+    return out
+
+
+def _eos_ids(raw: Mapping[str, Any], where: str) -> tuple[int, ...]:
+    value = raw.get("eos_token_id")
+    values = value if isinstance(value, list) else [value]
+    if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
+        raise CheckpointError(f"{where}: eos_token_id must be a token id or a list of them, not {value!r}")
+    return tuple(values)
+
+
+def vision_from_dict(raw: Mapping[str, Any], where: str) -> VisionConfig:
+    return VisionConfig(
+        patch_size=_int(raw, "patch_size", where),
+        num_channels=_int(raw, "num_channels", where),
+        **_stack(raw, where),
+    )
+
+
+def _check_vision_folder(folder: Path, raw: Mapping[str, Any], inline: VisionConfig) -> None:
+    """The official layout may also name a sub-folder (``vision_encoder``) holding the encoder's own
+    ``config.json``; when it is there, it must describe the same encoder as the inline copy."""
+    name = raw.get("vision_encoder")
+    path = folder / name / CONFIG if isinstance(name, str) and name else None
+    if path is None or not path.is_file():
+        return
+    own = vision_from_dict(read_json(path), str(path))
+    if own != inline:
+        diff = [k for k in own.__dataclass_fields__ if getattr(own, k) != getattr(inline, k)]
+        theirs = ", ".join(f"{k} {getattr(own, k)}" for k in diff)
+        ours = ", ".join(f"{k} {getattr(inline, k)}" for k in diff)
+        raise CheckpointError(f"{path}: {theirs} differ from {folder / CONFIG} vision_encoder_config: {ours}")
+
+
+def config_from_dict(raw: Mapping[str, Any], where: str = CONFIG) -> PenguinConfig:
+    """Validate a parsed ``config.json``; every error names ``where`` and the key."""
+    if raw.get("model_type") != "penguinvl_qwen3":
+        raise CheckpointError(f"{where}: model_type is {raw.get('model_type')!r}, not 'penguinvl_qwen3'")
+    kind = raw.get("vision_projector_type", "mlp2x_gelu")
+    if kind != "mlp2x_gelu":
+        raise CheckpointError(f"{where}: vision_projector_type {kind!r} is not supported (only mlp2x_gelu)")
+    if raw.get("use_reconstruct", False):
+        raise CheckpointError(f"{where}: use_reconstruct true is a training setting (not supported)")
+    vraw = raw.get("vision_encoder_config")
+    if not isinstance(vraw, Mapping):
+        raise CheckpointError(
+            f"{where}: vision_encoder_config must be the encoder's settings inline, not {vraw!r}"
+        )
+    vision = vision_from_dict(vraw, f"{where}: vision_encoder_config")
+    text = TextConfig(
+        vocab_size=_int(raw, "vocab_size", where),
+        tie_word_embeddings=_bool(raw, "tie_word_embeddings", where, False),
+        **_stack(raw, where),
+    )
+    if "vision_hidden_size" in raw and _int(raw, "vision_hidden_size", where) != vision.hidden_size:
+        raise CheckpointError(
+            f"{where}: vision_hidden_size {raw['vision_hidden_size']} differs from "
+            f"vision_encoder_config.hidden_size {vision.hidden_size}"
+        )
+    image_id = _int(raw, "image_token_index", where, minimum=0)
+    eos = _eos_ids(raw, where)
+    for name, ids in (("image_token_index", (image_id,)), ("eos_token_id", eos)):
+        if any(i >= text.vocab_size for i in ids):
+            raise CheckpointError(f"{where}: {name} {list(ids)} is outside vocab_size {text.vocab_size}")
+    return PenguinConfig(text=text, vision=vision, image_token_index=image_id, eos_token_ids=eos)
+
+
+def processor_from_dict(raw: Mapping[str, Any], where: str = PREPROCESSOR) -> ImageProcessorConfig:
+    """Validate a parsed ``preprocessor_config.json`` (the official keys and defaults)."""
+    for key in ("do_resize", "do_rescale", "do_normalize"):
+        if not _bool(raw, key, where, True):
+            raise CheckpointError(f"{where}: {key} false is not supported")
+    merge = _int(raw, "merge_size", where) if "merge_size" in raw else 1
+    if merge != 1:
+        raise CheckpointError(f"{where}: merge_size {merge} is not supported for images (only 1)")
+    triples: dict[str, tuple[float, float, float]] = {}
+    for key in ("image_mean", "image_std"):
+        value = raw.get(key)
+        if not (
+            isinstance(value, list)
+            and len(value) == 3
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+        ):
+            raise CheckpointError(f"{where}: {key} must be three numbers, not {value!r}")
+        triples[key] = (float(value[0]), float(value[1]), float(value[2]))
+    if any(s <= 0 for s in triples["image_std"]):
+        raise CheckpointError(f"{where}: image_std {list(triples['image_std'])} must be positive")
+    resample = _int(raw, "resample", where, minimum=0)
+    if resample != 3:
+        raise CheckpointError(f"{where}: resample {resample} is not supported (only 3, PIL BICUBIC)")
+    min_tokens, max_tokens = _int(raw, "min_tokens", where), _int(raw, "max_tokens", where)
+    if min_tokens > max_tokens:
+        raise CheckpointError(f"{where}: min_tokens {min_tokens} exceeds max_tokens {max_tokens}")
+    return ImageProcessorConfig(
+        patch_size=_int(raw, "patch_size", where),
+        merge_size=merge,
+        min_tokens=min_tokens,
+        max_tokens=max_tokens,
+        resample=resample,
+        rescale_factor=_positive(raw, "rescale_factor", where),
+        image_mean=triples["image_mean"],
+        image_std=triples["image_std"],
+        do_convert_rgb=_bool(raw, "do_convert_rgb", where, True),
+    )
+
+
+def _token_content(value: Any) -> str | None:
+    """A special token as ``tokenizer_config.json`` writes it: a string or ``{"content": ...}``."""
+    if isinstance(value, Mapping):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def special_tokens(folder: Path) -> SpecialTokens:
+    """``<image>``, EOS and pad with their ids, from ``tokenizer_config.json`` (which strings) and
+    ``tokenizer.json`` (their ids: added tokens first, then the BPE vocabulary)."""
+    tok_path, cfg_path = folder / TOKENIZER, folder / TOKENIZER_CONFIG
+    tok, tok_cfg = read_json(tok_path), read_json(cfg_path)
+    ids: dict[str, int] = {}
+    model = tok.get("model")
+    if isinstance(model, Mapping) and isinstance(model.get("vocab"), Mapping):
+        ids.update({k: v for k, v in model["vocab"].items() if isinstance(v, int)})
+    for entry in tok.get("added_tokens") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        content, token_id = entry.get("content"), entry.get("id")
+        if isinstance(content, str) and isinstance(token_id, int):
+            ids[content] = token_id
+
+    def lookup(token: str, what: str) -> int:
+        if token not in ids:
+            raise CheckpointError(f"{tok_path}: {what} {token!r} is not in the tokenizer's vocabulary")
+        return ids[token]
+
+    eos = _token_content(tok_cfg.get("eos_token"))
+    if eos is None:
+        raise CheckpointError(f"{cfg_path}: no eos_token (generation needs to know where to stop)")
+    pad = _token_content(tok_cfg.get("pad_token"))
+    return SpecialTokens(
+        image=IMAGE_TOKEN,
+        image_id=lookup(IMAGE_TOKEN, "the image token"),
+        eos=eos,
+        eos_id=lookup(eos, "eos_token"),
+        pad=pad,
+        pad_id=None if pad is None else lookup(pad, "pad_token"),
+    )
+
+
+def load_files(folder: Path | str) -> CheckpointFiles:
+    """Read and cross-check ``config.json``, ``preprocessor_config.json`` and the tokenizer files."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: not a folder (a Penguin-VL checkpoint is a folder)")
+    cfg_path = folder / CONFIG
+    raw = read_json(cfg_path)
+    config = config_from_dict(raw, str(cfg_path))
+    _check_vision_folder(folder, raw, config.vision)
+    pre_path = folder / PREPROCESSOR
+    processor = processor_from_dict(read_json(pre_path), str(pre_path))
+    tokens = special_tokens(folder)
+    if processor.patch_size != config.vision.patch_size:
+        raise CheckpointError(
+            f"{pre_path}: patch_size {processor.patch_size} differs from {cfg_path} "
+            f"vision_encoder_config.patch_size {config.vision.patch_size}"
+        )
+    if len(processor.image_mean) != config.vision.num_channels:
+        raise CheckpointError(
+            f"{pre_path}: image_mean has 3 channels, the encoder {config.vision.num_channels}"
+        )
+    if tokens.image_id != config.image_token_index:
+        raise CheckpointError(
+            f"{cfg_path}: image_token_index {config.image_token_index} is not the tokenizer's "
+            f"{tokens.image!r} (id {tokens.image_id} in {folder / TOKENIZER})"
+        )
+    if tokens.eos_id not in config.eos_token_ids:
+        raise CheckpointError(
+            f"{cfg_path}: eos_token_id {list(config.eos_token_ids)} does not include the tokenizer's "
+            f"eos_token {tokens.eos!r} (id {tokens.eos_id} in {folder / TOKENIZER})"
+        )
+    return CheckpointFiles(folder=folder, config=config, processor=processor, tokens=tokens)
