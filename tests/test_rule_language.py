@@ -184,7 +184,7 @@ def test_add_bottoms_tops_and_a_multi_top_input_recount_the_header(tmp_path: Pat
     out = tmp_path / "o" / "m.param"
     lines = [" ".join(line.split()) for line in out.read_text().splitlines()]
     assert lines[1] == "4 7"  # recounted: one more layer, three more blobs
-    assert lines[2] == "Input extras 0 2 extra0 extra1"
+    assert lines[3] == "Input extras 0 2 extra0 extra1"  # after the graph's own Input
     assert "Split s 1 3 x a b copy0" in lines and "Concat c 4 1 a b extra0 extra1 y 0=0" in lines
     (tmp_path / "empty.bin").write_bytes(b"")
     net = fp32_net(out, tmp_path / "empty.bin")

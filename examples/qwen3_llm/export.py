@@ -17,18 +17,24 @@ import torch
 from graphsurgeon.export.errors import ExportError
 from graphsurgeon.export.spec import ExportSpec
 
-from .model import DecoderPart, EmbedPart, LMHeadPart, causal_mask, load_model, rope_tables
+from .model import DecoderPart, EmbedPart, LMHeadPart, Qwen3ForCausalLM, causal_mask, load_model, rope_tables
 
 DEFAULT_LENGTH = 8
 
 
-def build(variables: Mapping[str, Any], checkpoint: Path | None) -> Sequence[ExportSpec]:
-    if checkpoint is None:
+def build(
+    variables: Mapping[str, Any], checkpoint: Path | None, *, model: Qwen3ForCausalLM | None = None
+) -> Sequence[ExportSpec]:
+    """The three sub-models of the checkpoint's model (or of ``model``, for a source that embeds a Qwen3
+    LLM in a larger checkpoint and builds it itself)."""
+    if checkpoint is None and model is None:
         raise ExportError("the qwen3_llm source needs a checkpoint folder (config.json + safetensors)")
     length = variables.get("export_length", DEFAULT_LENGTH)
     if isinstance(length, bool) or not isinstance(length, int) or length < 2:
         raise ExportError(f"the qwen3_llm source: export_length must be an integer >= 2, not {length!r}")
-    model = load_model(checkpoint)
+    if model is None:
+        assert checkpoint is not None
+        model = load_model(checkpoint)
     cfg = model.config
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, cfg.vocab_size, (1, length), generator=gen, dtype=torch.int64)

@@ -110,8 +110,14 @@ class WeightAction(LayerAction):
 
 
 class MoveWeight(StrictModel):
-    from_: str = Field(alias="from", description="%capture.slot of a matched layer, e.g. %const.data")
-    to: str = Field(description="%capture.slot of the layer receiving it (a replaced-in layer's name works)")
+    from_: str = Field(
+        alias="from",
+        description="%capture.slot of a matched layer (%const.data), or %capture for every slot it holds",
+    )
+    to: str = Field(
+        description="layer.slot receiving it (a capture, or a replaced-in layer's name: a per-match "
+        "template), or a layer receiving every slot in the same slots"
+    )
     storage: StorageName | None = None
 
 
@@ -122,14 +128,25 @@ class MoveWeightAction(ActionModel):
     def run(self, graph: Graph, target: Layer, ctx: ActionContext) -> str:
         move = self.move_weight
 
-        def split(ref: str) -> tuple[Layer, str]:
-            name, _, slot = ref.lstrip("%").rpartition(".")
+        def layer_of(name: str, ref: str) -> Layer:
             if name not in ctx.layers:
                 raise ActionError(f"move_weight: {ref!r} does not name a matched or inserted layer")
-            return ctx.layers[name], slot
+            return ctx.layers[name]
 
-        src, src_slot = split(move.from_)
-        dst, dst_slot = split(move.to)
+        src_ref = ctx.render(move.from_, "move_weight").lstrip("%")
+        dst_ref = ctx.render(move.to, "move_weight").lstrip("%")
+        whole = src_ref in ctx.layers and dst_ref in ctx.layers  # layer to layer: every slot
+        if whole:
+            src, dst = layer_of(src_ref, move.from_), layer_of(dst_ref, move.to)
+            if not src.weights:
+                raise ActionError(f"move_weight: layer {src.name} holds no weights (was the .bin given?)")
+            return "; ".join(self._one(ctx, src, slot, dst, slot) for slot in list(src.weights))
+        src_name, _, src_slot = src_ref.rpartition(".")
+        dst_name, _, dst_slot = dst_ref.rpartition(".")
+        return self._one(ctx, layer_of(src_name, move.from_), src_slot, layer_of(dst_name, move.to), dst_slot)
+
+    def _one(self, ctx: ActionContext, src: Layer, src_slot: str, dst: Layer, dst_slot: str) -> str:
+        move = self.move_weight
         weight = src.weights.get(src_slot)
         if weight is None:
             raise ActionError(
