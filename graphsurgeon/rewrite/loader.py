@@ -9,7 +9,8 @@ evaluates ``graphs`` and ``side_files`` and validates the whole. ``load_rule_fil
 
 Merging: an included file's entries come first and the including file's win — ``vars`` and the entries of
 ``inputs``, ``checkpoints`` and ``graphs`` by name (a graph is replaced whole, keeping its place), ``source``
-and ``outputs`` whole; ``side_files`` are concatenated. ``--set`` overrides any variable.
+and ``outputs`` whole; ``side_files`` are concatenated, except that an entry with the same ``output`` as
+an included one replaces it. ``--set`` overrides any variable.
 """
 
 from __future__ import annotations
@@ -157,20 +158,20 @@ class RuleProgram:
 
         return LazyFacts(names, facts)
 
-    def _config(self) -> Any:
+    def _checkpoint_folder(self, fact: str) -> Path:
         source = self.header.get("source") or {}
         checkpoint = source.get("checkpoint") if isinstance(source, dict) else None
         if not checkpoint:
-            raise RuleFileError(
-                f"{self.path}: `config` facts need source.checkpoint (a folder with config.json)"
-            )
-        config = Path(checkpoint) / "config.json"
-        try:
-            return json.loads(config.read_text(encoding="utf-8"))
-        except OSError as err:
-            raise RuleFileError(f"{config}: cannot read the checkpoint's config: {err.strerror}") from None
-        except ValueError as err:
-            raise RuleFileError(f"{config}: not valid JSON: {err}") from None
+            raise RuleFileError(f"{self.path}: `{fact}` facts need source.checkpoint (a checkpoint folder)")
+        return Path(checkpoint)
+
+    def _config(self) -> Any:
+        return _read_json(self._checkpoint_folder("config") / "config.json")
+
+    def _json_files(self) -> Mapping[str, Any]:
+        folder = self._checkpoint_folder("json")
+        names = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+        return LazyFacts(names, lambda stem: _read_json(folder / f"{stem}.json"))
 
     # ---- the second step ---------------------------------------------------------------------------------
     def finish(self) -> RuleFile:
@@ -203,6 +204,15 @@ class RuleProgram:
         return walk(src.data[section], (section,))
 
 
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise RuleFileError(f"{path}: cannot read the checkpoint's file: {err.strerror}") from None
+    except ValueError as err:
+        raise RuleFileError(f"{path}: not valid JSON: {err}") from None
+
+
 class _Counts(dict[str, int]):
     """Layer counts by type; a type the model does not use counts 0."""
 
@@ -228,13 +238,22 @@ def _merge(
             merged[name] = entry
             origins[(section, name)] = src
         data[section] = merged
-    elif section == "side_files":
+    elif section == "side_files":  # an entry with the same output as an included one replaces it
         if not isinstance(value, list):
             raise RuleFileError(f"{src.where((section,))}: side_files is a list")
-        start = len(data.get(section) or [])
-        data[section] = [*(data.get(section) or []), *value]
-        for i in range(len(value)):
-            origins[(section, start + i)] = src
+        entries = list(data.get(section) or [])
+        for entry in value:
+            out = entry.get("output") if isinstance(entry, dict) else None
+            at = next(
+                (i for i, e in enumerate(entries) if isinstance(e, dict) and e.get("output") == out), None
+            )
+            if out is not None and at is not None:
+                entries[at] = entry
+            else:
+                at = len(entries)
+                entries.append(entry)
+            origins[(section, at)] = src
+        data[section] = entries
     else:
         data[section] = value
         origins[(section,)] = src
@@ -255,6 +274,7 @@ def open_rule_file(
     scope = Scope(_var_defs(files, overrides, here))
     program = RuleProgram(path, files, scope, {}, set(overrides), here)
     scope.add_fact("config", program._config)
+    scope.add_fact("json", program._json_files)
     scope.add_fact("inputs", program._input_facts)
     known = {"include", "vars", *_HEADER, *_LATE}
     for src in files:

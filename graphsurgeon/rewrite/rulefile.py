@@ -100,7 +100,9 @@ class Rule(StrictModel):
         default=True, description="run the rule only when this holds, e.g. ${rope == 'explicit'}"
     )
     expect: Expect
-    do: list[AnyAction] = Field(min_length=1)
+    do: list[AnyAction] = Field(
+        default_factory=list, description="the actions; none makes the rule a check of its expect count"
+    )
 
 
 class PassStep(StrictModel):

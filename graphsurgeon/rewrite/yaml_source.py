@@ -38,20 +38,32 @@ class LocatedYaml:
 
 
 def _scalar(node: yaml.Node) -> Any:
-    return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+    try:
+        return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+    except yaml.constructor.ConstructorError as err:
+        raise RuleFileError(f"line {node.start_mark.line + 1}: {err.problem}") from None
 
 
 def _walk(node: yaml.Node, loc: Path_, lines: dict[Path_, int]) -> Any:
     lines.setdefault(loc, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
+        merged: dict[Any, Any] = {}  # `<<: *anchor` entries: the mapping's own keys win over them
         for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for src in sources:
+                    if not isinstance(src, yaml.MappingNode):
+                        raise RuleFileError(f"line {key_node.start_mark.line + 1}: `<<` merges mappings only")
+                    for k, v in _walk(src, loc, lines).items():
+                        merged.setdefault(k, v)
+                continue
             key = _scalar(key_node)
             if key in out:
                 raise RuleFileError(f"line {key_node.start_mark.line + 1}: key {key!r} appears twice")
             lines[(*loc, key)] = key_node.start_mark.line + 1
             out[key] = _walk(value_node, (*loc, key), lines)
-        return out
+        return {**{k: v for k, v in merged.items() if k not in out}, **out}
     if isinstance(node, yaml.SequenceNode):
         return [_walk(item, (*loc, i), lines) for i, item in enumerate(node.value)]
     return _scalar(node)
