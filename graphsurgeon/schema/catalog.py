@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from graphsurgeon.errors import CatalogError
-from graphsurgeon.schema.expr import FUNCTIONS, Unresolved, evaluate, names_in
+from graphsurgeon.schema.expr import FUNCTIONS, Unresolved, evaluate, evaluate_size, names_in
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
@@ -166,17 +166,17 @@ class LayerSpec:
             if w.when is not None and not evaluate(w.when, env):
                 continue
             load = LOAD_TYPES.get(w.load, w.load) if isinstance(w.load, str) else w.load
-            load_type = int(evaluate(load, env))
+            load_type = evaluate_size(load, env)
             if load_type not in VALID_LOAD_TYPES:
                 raise CatalogError(f"{self.type}.{w.name}: load type {load_type} is not one ncnn implements")
             if w.shape is not None:
-                shape = tuple(int(evaluate(d, env)) for d in w.shape)
+                shape = tuple(evaluate_size(d, env) for d in w.shape)
             else:
-                shape = (int(evaluate(w.count if w.count is not None else 0, env)),)
+                shape = (evaluate_size(w.count if w.count is not None else 0, env),)
             view = None
             if w.view is not None:
                 try:
-                    view = tuple(int(evaluate(d, env)) for d in w.view)
+                    view = tuple(evaluate_size(d, env) for d in w.view)
                 except (CatalogError, ZeroDivisionError):
                     view = None
                 if view is not None and (math.prod(view) != math.prod(shape) or min(view, default=1) < 0):

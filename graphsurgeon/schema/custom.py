@@ -4,10 +4,16 @@ A custom layer is one the program registers with ncnn itself, so the catalog can
 weights. The declaration names its weight loads in order: ``LOAD`` is ``tagged`` or ``raw`` and ``EXPR`` is
 an element count over the layer's params ``p0``…``p29`` (read as ints). ``YoloV5Focus`` alone declares a
 custom layer that loads nothing; ``MyConv:weight=tagged(p0*p1),bias=raw(p0)`` one with two loads.
+
+An element count is an integer, so an ``EXPR`` may hold neither float literals nor ``/`` (``//`` is C integer
+division); with int params every value it computes is then an int. The evaluator's bounds (``schema.expr``)
+refuse a constant part that overflows (``9**9**9``, ``10**30``) here, when the declaration is read; a value
+that overflows only for some model's params is refused when that layer's weights are sized.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 
 from graphsurgeon.errors import CatalogError
@@ -32,6 +38,16 @@ def _split_slots(text: str) -> list[str]:
     return parts
 
 
+def _integer_only(expr: str) -> str | None:
+    """Why ``expr`` could compute a float (so cannot be an element count), or None."""
+    for node in ast.walk(ast.parse(expr.strip(), mode="eval")):
+        if isinstance(node, ast.Constant) and isinstance(node.value, float):
+            return f"{expr!r}: the float {node.value!r} cannot be part of an element count (integers only)"
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            return f"{expr!r}: / gives a float; an element count is an integer (use // for integer division)"
+    return None
+
+
 def parse_custom(declaration: str) -> LayerSpec:
     """One ``--custom`` value as a LayerSpec (index -1: custom layers have no built-in type index)."""
     type_name, _, slots_text = declaration.partition(":")
@@ -49,8 +65,11 @@ def parse_custom(declaration: str) -> LayerSpec:
         try:
             compile_expr(expr)
             unknown = names_in(expr) - {p.name for p in params.values()}
+            not_integer = _integer_only(expr)
         except (CatalogError, SyntaxError) as err:
             raise CatalogError(f"--custom {declaration!r}: {err}") from None
+        if not_integer:
+            raise CatalogError(f"--custom {declaration!r}: {not_integer}")
         if unknown:
             raise CatalogError(f"--custom {declaration!r}: {sorted(unknown)} are not p0..p29")
         weights.append(WeightSpec(name=name, load=load, count=expr))

@@ -1,8 +1,15 @@
 """Safe evaluation of the catalog's size and condition expressions.
 
-The language is a Python subset: int/float literals, names, ``+ - * // % **``, unary ``-``/``not``,
+The language is a Python subset: int/float literals, names, ``+ - * / // % **``, unary ``-``/``not``,
 comparisons, ``and``/``or``, ``a if c else b`` and the functions ``min max abs len sum prod ceil_div align``.
 ``//`` truncates toward zero as C integer division does. Expressions are compiled once and cached.
+
+Evaluation is bounded, because expressions also come from users (``--custom``, rule ``where:``) and from
+model params: arithmetic takes numbers only (no list or string repetition); every int result, intermediate
+ones included, must fit in int64 and every float result must be finite; ``**`` takes an exponent of at most
+``MAX_EXPONENT`` in magnitude, so its result is computed only when it stays small. Breaking a bound is a
+CatalogError naming the expression, never a hang or a traceback. Subexpressions without names are evaluated
+once at compile time, so a constant that breaks a bound is refused where the expression is declared.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -18,6 +25,11 @@ from graphsurgeon.errors import CatalogError
 
 Env = Mapping[str, Any]
 Compiled = Callable[[Env], Any]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: The largest exponent ``**`` takes (in magnitude): with int64 operands the result is computed in
+#: microseconds before it is bounded.
+MAX_EXPONENT = 64
 
 
 class Unresolved:
@@ -30,6 +42,42 @@ class Unresolved:
 
     def __init__(self, message: str) -> None:
         self.message = message
+
+
+class BoundError(ArithmeticError):
+    """A result outside the evaluator's bounds; ``evaluate`` turns it into a CatalogError."""
+
+
+def _describe(value: int) -> str:
+    return f"the result {value}" if value.bit_length() <= 96 else f"a {value.bit_length()}-bit result"
+
+
+def bounded(value: Any) -> Any:
+    """``value`` itself when it is within bounds: ints in int64, floats finite, no complex numbers."""
+    if isinstance(value, int):
+        if INT64_MIN <= value <= INT64_MAX:
+            return value
+        raise BoundError(f"{_describe(value)} does not fit in int64")
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        raise BoundError(f"a result is {value} (float overflow)")
+    if isinstance(value, complex):
+        raise BoundError(f"the result {value} is not a real number")
+    return value
+
+
+def _number(value: Any) -> int | float:
+    if isinstance(value, int | float):
+        return value
+    raise BoundError(f"arithmetic takes numbers, not {type(value).__name__} {value!r}")
+
+
+def _arith(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def op(a: Any, b: Any) -> Any:
+        return bounded(fn(_number(a), _number(b)))
+
+    return op
 
 
 def _c_floordiv(a: Any, b: Any) -> Any:
@@ -47,6 +95,13 @@ def _c_mod(a: Any, b: Any) -> Any:
     return math.fmod(a, b)
 
 
+def _pow(a: int | float, b: int | float) -> Any:
+    """``a ** b`` only for ``|b| <= MAX_EXPONENT`` (``bounded`` then checks the result)."""
+    if abs(b) > MAX_EXPONENT:
+        raise BoundError(f"the exponent {b} is beyond {MAX_EXPONENT}")
+    return a**b
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -((-a) // b)
 
@@ -55,25 +110,41 @@ def _align(a: int, b: int) -> int:
     return _ceil_div(a, b) * b
 
 
+def _prod(items: Iterable[Any]) -> Any:
+    """The product, bounded at every step (an unbounded product of a long list would take long)."""
+    result: Any = 1
+    for item in items:
+        result = bounded(result * _number(item))
+    return result
+
+
+def _sum(items: Iterable[Any]) -> Any:
+    return bounded(sum(_number(item) for item in items))
+
+
+def _abs(value: Any) -> Any:
+    return bounded(abs(_number(value)))
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": min,
     "max": max,
-    "abs": abs,
+    "abs": _abs,
     "len": len,
-    "sum": sum,
-    "prod": math.prod,
-    "ceil_div": _ceil_div,
-    "align": _align,
+    "sum": _sum,
+    "prod": _prod,
+    "ceil_div": _arith(_ceil_div),
+    "align": _arith(_align),
 }
 
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.FloorDiv: _c_floordiv,
-    ast.Mod: _c_mod,
-    ast.Pow: operator.pow,
-    ast.Div: operator.truediv,
+    ast.Add: _arith(operator.add),
+    ast.Sub: _arith(operator.sub),
+    ast.Mult: _arith(operator.mul),
+    ast.FloorDiv: _arith(_c_floordiv),
+    ast.Mod: _arith(_c_mod),
+    ast.Pow: _arith(_pow),
+    ast.Div: _arith(operator.truediv),
 }
 _CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
     ast.Eq: operator.eq,
@@ -85,7 +156,23 @@ _CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
 }
 
 
+def _has_names(node: ast.AST) -> bool:
+    """Whether the subtree reads a name (called function names do not count)."""
+    called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    return any(isinstance(n, ast.Name) and id(n) not in called for n in ast.walk(node))
+
+
 def _compile(node: ast.AST, source: str) -> Compiled:
+    """One AST node as a closure; a subtree without names is evaluated here, once (so a constant that
+    breaks a bound is refused at compile time)."""
+    compiled = _compile_node(node, source)
+    if isinstance(node, ast.Constant | ast.Expression) or _has_names(node):
+        return compiled
+    value = _run(compiled, {}, source)
+    return lambda env: value
+
+
+def _compile_node(node: ast.AST, source: str) -> Compiled:
     """Turn one AST node into a closure; anything outside the subset is a CatalogError."""
     if isinstance(node, ast.Expression):
         return _compile(node.body, source)
@@ -94,7 +181,7 @@ def _compile(node: ast.AST, source: str) -> Compiled:
         and isinstance(node.value, int | float)
         and not isinstance(node.value, bool)
     ):
-        value = node.value
+        value = _run(lambda env: bounded(node.value), {}, source)
         return lambda env: value
     if isinstance(node, ast.Name):
         name = node.id
@@ -116,9 +203,9 @@ def _compile(node: ast.AST, source: str) -> Compiled:
     if isinstance(node, ast.UnaryOp):
         operand = _compile(node.operand, source)
         if isinstance(node.op, ast.USub):
-            return lambda env: -operand(env)
+            return lambda env: bounded(-_number(operand(env)))
         if isinstance(node.op, ast.UAdd):
-            return operand
+            return lambda env: _number(operand(env))
         if isinstance(node.op, ast.Not):
             return lambda env: int(not operand(env))
     if isinstance(node, ast.BoolOp):
@@ -157,14 +244,25 @@ def _compile(node: ast.AST, source: str) -> Compiled:
     raise CatalogError(f"expression {source!r}: {type(node).__name__} is not allowed in catalog expressions")
 
 
+def _run(compiled: Compiled, env: Env, source: str | int | float) -> Any:
+    """Run a compiled expression; arithmetic errors and broken bounds become CatalogError."""
+    try:
+        return compiled(env)
+    except CatalogError:
+        raise
+    except (ArithmeticError, TypeError, ValueError) as exc:
+        raise CatalogError(f"expression {source!r}: {exc}") from None
+
+
 @lru_cache(maxsize=4096)
 def compile_expr(source: str | int | float) -> Compiled:
-    """Compile an expression (a number is a constant). Raises CatalogError on syntax outside the subset."""
+    """Compile an expression (a number is a constant). Raises CatalogError on syntax outside the subset
+    and on a constant part that breaks a bound."""
     if isinstance(source, bool):
         value = int(source)
         return lambda env: value
     if isinstance(source, int | float):
-        constant = source
+        constant = _run(lambda env: bounded(source), {}, source)
         return lambda env: constant
     try:
         tree = ast.parse(source.strip(), mode="eval")
@@ -183,10 +281,15 @@ def names_in(source: str | int | float) -> set[str]:
 
 
 def evaluate(source: str | int | float, env: Env) -> Any:
-    """Evaluate an expression over ``env``; arithmetic errors become CatalogError naming the expression."""
-    try:
-        return compile_expr(source)(env)
-    except CatalogError:
-        raise
-    except (ArithmeticError, TypeError, ValueError) as exc:
-        raise CatalogError(f"expression {source!r}: {exc}") from None
+    """Evaluate an expression over ``env``; arithmetic errors and broken bounds become CatalogError naming
+    the expression."""
+    return _run(compile_expr(source), env, source)
+
+
+def evaluate_size(source: str | int | float, env: Env) -> int:
+    """Evaluate an expression whose value is a size or a count: it must be an int, not a float (``4 / 2``
+    is 2.0, a float; use ``//``)."""
+    value = evaluate(source, env)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CatalogError(f"expression {source!r} gives {value!r}; a size must be an integer")
+    return value
