@@ -181,7 +181,7 @@ CASES = [
 #: Text-reader problem codes with no binary form, and why.
 TEXT_ONLY = {
     "int-overflow": "a .param.bin holds every int as one 32-bit word",
-    "float-overflow": "a .param.bin holds every float as one 32-bit word",
+    "float-overflow": "a .param.bin holds a float as its 32 bits, no decimal text that could overflow",
     "mixed-array": "a .param.bin array is untyped 32-bit words (the catalog types it)",
     "array-length": "a .param.bin array has an explicit length word and exactly that many elements",
     "array-syntax": "a .param.bin array is a key, a length and the words: there is no array syntax",
