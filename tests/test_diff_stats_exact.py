@@ -3,7 +3,8 @@
 ``diff_stats`` divides and subtracts only the elements that can reach a maximum (the rest are pruned by
 bounds); these cases are built so that the pruning has work to do: every element differs, differences tie,
 |b| repeats or is 0, only a few elements differ, and each tolerance is 0 or not. The oracle is numpy in
-float64 over whole arrays, with the same elementwise formulas, so maxima must match to the last bit.
+float64 over whole arrays, with the same elementwise formulas, so maxima must match to the last bit
+(sums, for the mean and the cosine, to 1e-12).
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ def _cases() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     sparse = a.copy()
     sparse[[7, 70_000, N - 1]] += np.float32(0.5)
     tiny_b = rng.standard_normal(N).astype(np.float32) * np.float32(1e-30)  # every ratio huge
+    scaled = (a * np.float32(1e-4) + rng.standard_normal(N).astype(np.float32) * np.float32(1e-7)).astype(
+        np.float32
+    )  # Σb² is 1e-8 of Σa²: deriving it from Σa², Σa(a-b), Σ(a-b)² would cancel
     return {
+        "b-much-smaller": (a, scaled),
+        "b-is-minus-a": (a, -a),
         "tight-ratio": _tight(excess=False),
         "tight-excess": _tight(excess=True),
         "independent": (a, independent),
@@ -60,7 +66,8 @@ CASES = _cases()
 
 
 def expected(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> dict[str, float]:
-    d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    d = np.abs(a64 - b64)
     absb = np.abs(b.astype(np.float64))
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.nanmax(d / absb) if np.any(~np.isnan(d / absb)) else 0.0
@@ -72,6 +79,7 @@ def expected(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> dict[str
         "max_rel": max(0.0, float(rel)),
         "min_rtol": max(0.0, float(shifted)),
         "mean_abs": float(d.mean()),
+        "cosine": float(a64 @ b64 / (np.linalg.norm(a64) * np.linalg.norm(b64))),
     }
 
 
@@ -91,8 +99,9 @@ def test_statistics_equal_numpy_over_all_elements(
     assert s is not None
     want = expected(a, b, atol, rtol)
     got = {k: getattr(s, k) for k in want}
-    assert got["mean_abs"] == pytest.approx(want.pop("mean_abs"), rel=1e-12)
-    got.pop("mean_abs")
+    # sums: the order of additions differs; a cosine near 0 (independent data) is accurate in absolute terms
+    assert got.pop("mean_abs") == pytest.approx(want.pop("mean_abs"), rel=1e-12)
+    assert got.pop("cosine") == pytest.approx(want.pop("cosine"), rel=1e-12, abs=1e-14)
     assert got == want
     assert s.passed == (want["min_atol"] <= atol)
     if name == "close-with-zeros":

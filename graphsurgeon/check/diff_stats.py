@@ -15,6 +15,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,9 @@ MIN_PART = 1 << 16
 #: only the elements that could beat them are divided; parts shorter than MIN_PRUNE are computed in full.
 SAMPLE_STRIDE = 64
 MIN_PRUNE = 1 << 12
+#: Σb² is derived from Σa², Σa·(a-b) and Σ(a-b)² when it is at least this fraction of (√Σa² + √Σ(a-b)²)²,
+#: which bounds the rounding of the derivation to a few ulps relative to Σb²; below, it is computed directly.
+WELL_CONDITIONED = 1 / 20
 
 
 #: Rows of this many elements for ``_dot``: short enough that OpenBLAS runs each dot on the calling thread.
@@ -78,17 +82,19 @@ class PairStats:
 
 
 class _Scratch:
-    """Reused float64 work arrays (one chunk each)."""
+    """Reused work arrays (one chunk each): four float64, and one float32 for |b|."""
 
     def __init__(self) -> None:
         self.size = 0
         self.a = self.b = self.d = self.t = np.empty(0)
+        self.absb = np.empty(0, dtype=np.float32)
 
-    def take(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def take(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if self.size < n:
             self.size = n
             self.a, self.b, self.d, self.t = (np.empty(n, dtype=np.float64) for _ in range(4))
-        return self.a[:n], self.b[:n], self.d[:n], self.t[:n]
+            self.absb = np.empty(n, dtype=np.float32)
+        return self.a[:n], self.b[:n], self.d[:n], self.t[:n], self.absb[:n]
 
 
 class _Accumulator:
@@ -107,8 +113,11 @@ class _Accumulator:
         self.inf = [0, 0]
 
     def add(self, start: int, a: np.ndarray, b: np.ndarray, same: bool) -> None:
+        """Fold one chunk (float32 ``a`` and ``b``). ``D = a - b`` is exact in float64; the dots are Σa²,
+        Σa·D and ΣD², from which Σb² and Σa·b follow without widening ``b``, unless that would cancel
+        (Σb² much smaller than its terms: then they are computed directly)."""
         n = a.size
-        A, B, D, T = self.s.take(n)
+        A, B, D, T, absb = self.s.take(n)
         np.copyto(A, a)
         if same:  # bit-identical chunk: |a-b| is 0 everywhere; only the norms and counts move
             q = float(_dot(A, A))
@@ -119,17 +128,23 @@ class _Accumulator:
                 return
         else:
             self.identical = False
-        np.copyto(B, b)
-        aa, bb, ab = float(_dot(A, A)), float(_dot(B, B)), float(_dot(A, B))
         with np.errstate(invalid="ignore"):  # inf - inf: sorted out in _nonfinite
-            np.subtract(A, B, out=D)
-        np.abs(D, out=D)
-        if math.isfinite(aa) and math.isfinite(bb):  # finite squares <=> no NaN or Inf on either side
-            self.aa, self.bb, self.ab = self.aa + aa, self.bb + bb, self.ab + ab
-            np.abs(B, out=B)
-        else:
+            np.subtract(A, b, out=D)  # b is widened exactly: D is a - b exactly
+        aa, ad, dd = _dot(A, A), _dot(A, D), _dot(D, D)
+        if not (math.isfinite(aa) and math.isfinite(dd)):  # finite squares <=> no NaN or Inf on either side
+            np.copyto(B, b)
+            np.abs(D, out=D)
             self._nonfinite(a, b, A, B, D)
-        self._tail(start, D, B, T)
+            self._tail(start, D, B, T, B)
+            return
+        bb, ab = aa - 2.0 * ad + dd, aa - ad  # b = a - D; rounding errors scale with (√aa + √dd)²
+        if bb < WELL_CONDITIONED * (math.sqrt(aa) + math.sqrt(dd)) ** 2:
+            np.copyto(B, b)
+            bb, ab = _dot(B, B), _dot(A, B)
+        self.aa, self.bb, self.ab = self.aa + aa, self.bb + bb, self.ab + ab
+        np.abs(D, out=D)
+        np.abs(b, out=absb)
+        self._tail(start, D, absb, T, B)
 
     def _nonfinite(self, a: np.ndarray, b: np.ndarray, A: np.ndarray, B: np.ndarray, D: np.ndarray) -> None:
         nan_a, nan_b, inf_a, inf_b = np.isnan(a), np.isnan(b), np.isinf(a), np.isinf(b)
@@ -148,8 +163,9 @@ class _Accumulator:
         np.abs(B, out=B)
         B[~finite_b] = 0.0  # so a mismatch against a non-finite b is inf/0 = inf, a match 0/0 (ignored)
 
-    def _tail(self, start: int, D: np.ndarray, absb: np.ndarray, T: np.ndarray) -> None:
-        """Fold ``D = |a-b|`` and ``|b|`` (finite, or prepared by ``_nonfinite``) into the statistics."""
+    def _tail(self, start: int, D: np.ndarray, absb: np.ndarray, T: np.ndarray, spare: np.ndarray) -> None:
+        """Fold ``D = |a-b|`` (float64) and ``|b|`` (float32 as read, or float64 from ``_nonfinite``) into
+        the statistics; ``T`` and ``spare`` are float64 scratch."""
         i = int(np.argmax(D))
         m = float(D[i])
         if m > self.max_abs:
@@ -158,6 +174,9 @@ class _Accumulator:
         if m == 0.0:
             return  # nothing differs: every excess and ratio here is 0 (or 0/0), the floor of each
         if D.size < MIN_PRUNE or math.isinf(m):
+            if absb.dtype != np.float64:
+                np.copyto(spare, absb)
+                absb = spare
             self._excess_full(D, absb, T, m)
             self._ratios_full(D, absb, T)
             return
@@ -177,7 +196,7 @@ class _Accumulator:
             return
         floor = m - float(absb[i]) * rtol
         idx = np.flatnonzero(np.greater_equal(D, floor))
-        self.req_atol = max(self.req_atol, float(np.max(D[idx] - absb[idx] * rtol)))
+        self.req_atol = max(self.req_atol, float(np.max(D[idx] - absb[idx].astype(np.float64) * rtol)))
 
     def _ratios(self, D: np.ndarray, absb: np.ndarray, m: float) -> None:
         """``max_rel = max(D/|b|)`` and ``req_rtol = max((D - atol)/|b|)`` (each at least 0; 0/0 ignored),
@@ -200,7 +219,7 @@ class _Accumulator:
         if math.isinf(limit):
             idx = np.flatnonzero(np.greater(D, 0.0))
         else:
-            idx = np.flatnonzero(np.less_equal(absb, limit))
+            idx = np.flatnonzero(np.less_equal(absb, _not_below(limit, absb.dtype)))
         dc, bc = (D, absb) if idx.size > D.size // 4 else (D[idx], absb[idx])  # pruning paid, or not
         found = [max(bounds[k], _ratio_max(dc, bc, c)) for k, c in enumerate(shifts)]
         self.max_rel = max(self.max_rel, found[0])
@@ -267,6 +286,12 @@ class _Accumulator:
             min_rtol=self.req_rtol,
             passed=self.req_atol <= self.tol.atol,
         )
+
+
+def _not_below(value: float, dtype: np.dtype[Any]) -> np.floating[Any]:
+    """``value`` in ``dtype``, rounded up if it is not exact (a limit must not shrink)."""
+    rounded = dtype.type(value)
+    return rounded if rounded >= value else np.nextafter(rounded, dtype.type(np.inf))
 
 
 def _ratio_max(d: np.ndarray, absb: np.ndarray, shift: float) -> float:
