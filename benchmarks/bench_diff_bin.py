@@ -61,10 +61,10 @@ def child_diff(a: str, b: str) -> None:
     from graphsurgeon.check.diff_bin import diff_bins
     from graphsurgeon.check.diff_report import render_text
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     report = diff_bins(a, b)
     text = render_text(report)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     failed = [
         {"name": p.a.name, "max_abs": p.stats.max_abs, "at": p.stats.max_abs_at, "first": p.stats.first_diff}
         for p in report.pairs
@@ -72,6 +72,7 @@ def child_diff(a: str, b: str) -> None:
     ]
     result = {
         "seconds": elapsed,
+        "cpu_seconds": cpu,
         "pairs": len(report.pairs),
         "failed": failed,
         "unpaired": len(report.unpaired_a) + len(report.unpaired_b),
@@ -148,15 +149,15 @@ def bench_case(label: str, a: Path, b: Path, size: int, cold: bool) -> dict[str,
     return res
 
 
-def read_floor(a: Path, b: Path, compare: bool) -> float:
+def read_floor(a: Path, b: Path, compare: bool) -> tuple[float, float]:
     """Baseline: read both files in 8 MiB chunks side by side (the I/O floor), optionally with the cheapest
     possible numpy comparison of each chunk pair (max |a-b| as float32). Runs in a child (``--baseline``)
-    like the diff, so the driver stays free of numpy."""
+    like the diff, so the driver stays free of numpy. Returns wall and CPU seconds."""
     import numpy as np
 
     chunk = 8 << 20
     buf_a, buf_b = bytearray(chunk), bytearray(chunk)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with open(a, "rb", buffering=0) as fa, open(b, "rb", buffering=0) as fb:
         while True:
             na, nb = fa.readinto(buf_a), fb.readinto(buf_b)
@@ -167,33 +168,45 @@ def read_floor(a: Path, b: Path, compare: bool) -> float:
                 va = np.frombuffer(buf_a, dtype="<f4", count=n)
                 vb = np.frombuffer(buf_b, dtype="<f4", count=n)
                 float(np.max(np.abs(va - vb)))
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-def baseline(kind: str, a: Path, b: Path) -> float:
+def baseline(kind: str, a: Path, b: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one baseline run (in a child)."""
     _, _, out = run([sys.executable, str(Path(__file__).resolve()), "--baseline", kind, str(a), str(b)])
     line = next(x for x in out.splitlines() if x.startswith(RESULT_MARK))
-    return float(json.loads(line[len(RESULT_MARK) :])["seconds"])
+    res = json.loads(line[len(RESULT_MARK) :])
+    return float(res["seconds"]), float(res["cpu_seconds"])
 
 
-def interleaved(a: Path, c: Path, size: int, repeats: int) -> tuple[dict[str, Any], float, float, float]:
+def interleaved(a: Path, c: Path, size: int, repeats: int) -> tuple[dict[str, Any], dict[str, float]]:
     """The every-element-differs case ``repeats`` times, each run between two runs of each baseline (the
-    machine is shared: load changes from second to second). Returns the run with the median ratio to the
-    numpy baseline, that ratio, and the medians of the two baselines."""
+    machine is shared: load changes from second to second). Returns the run with the median wall ratio to
+    the numpy baseline, and the medians of: that ratio, the CPU-time ratio (process time, both threads of
+    the diff included; time the scheduler gives to other processes does not count), and both baselines."""
     runs = []
     for _ in range(repeats):
         before = baseline("numpy", a, c), baseline("floor", a, c)
         res = bench_case("warm, every element differs", a, c, size, cold=False)
         after = baseline("numpy", a, c), baseline("floor", a, c)
-        numpy_s, floor_s = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
-        runs.append((res["seconds"] / numpy_s, res, numpy_s, floor_s))
+        numpy_s, numpy_cpu = ((x + y) / 2 for x, y in zip(before[0], after[0], strict=True))
+        floor_s = (before[1][0] + after[1][0]) / 2
+        row = {
+            "ratio": res["seconds"] / numpy_s,
+            "cpu_ratio": res["cpu_seconds"] / numpy_cpu,
+            "numpy": numpy_s,
+            "floor": floor_s,
+        }
+        runs.append((row, res))
         print(
-            f"  every element differs: diff {res['seconds']:.2f} s, numpy baseline {numpy_s:.2f} s, "
-            f"I/O floor {floor_s:.2f} s: {runs[-1][0]:.2f}x numpy",
+            f"  every element differs: diff {res['seconds']:.2f} s ({res['cpu_seconds']:.2f} s CPU), numpy "
+            f"baseline {numpy_s:.2f} s ({numpy_cpu:.2f} s CPU), I/O floor {floor_s:.2f} s: "
+            f"{row['ratio']:.2f}x numpy, CPU {row['cpu_ratio']:.2f}x",
             flush=True,
         )
-    ratio, res, _, _ = sorted(runs, key=lambda r: r[0])[len(runs) // 2]
-    return res, ratio, statistics.median(r[2] for r in runs), statistics.median(r[3] for r in runs)
+    median = {k: statistics.median(r[k] for r, _ in runs) for k in runs[0][0]}
+    _, res = sorted(runs, key=lambda r: r[0]["ratio"])[len(runs) // 2]
+    return res, median
 
 
 def main() -> int:
@@ -209,8 +222,8 @@ def main() -> int:
         return 0
     if args.baseline:
         kind, a_path, b_path = args.baseline
-        seconds = read_floor(Path(a_path), Path(b_path), compare=kind == "numpy")
-        print(RESULT_MARK + json.dumps({"seconds": seconds}), flush=True)
+        seconds, cpu = read_floor(Path(a_path), Path(b_path), compare=kind == "numpy")
+        print(RESULT_MARK + json.dumps({"seconds": seconds, "cpu_seconds": cpu}), flush=True)
         return 0
     layers, dim = (8, 1024) if args.quick else (30, 4096)
     need = 3.2 * layers * 4 * dim * dim
@@ -235,8 +248,9 @@ def main() -> int:
             bench_case("cold, 3 weights perturbed", a, b, size, cold=True),
         ]
         baseline("floor", a, c)  # both files into the page cache before the warm runs
-        every, ratio, numpy_floor, floor = interleaved(a, c, size, args.repeats)
+        every, median = interleaved(a, c, size, args.repeats)
         results.append(every)
+        numpy_floor, floor = median["numpy"], median["floor"]
         found = [
             {"name": f["name"], "max_abs": f["max_abs"], "at": f["at"], "first": f["first"][0]}
             for f in results[0]["failed"]
@@ -260,8 +274,9 @@ def main() -> int:
         )
         warm_all = results[2]["seconds"]
         print(
-            f"ratios (warm, every element differs, the median of {args.repeats} interleaved runs): "
-            f"{warm_all / floor:.1f}x the I/O floor, {ratio:.2f}x the plain numpy compare"
+            f"ratios (warm, every element differs, medians of {args.repeats} interleaved runs): "
+            f"{warm_all / floor:.1f}x the I/O floor, {median['ratio']:.2f}x the plain numpy compare "
+            f"(CPU time: {median['cpu_ratio']:.2f}x)"
         )
         print(f"\nreport correct (just the perturbed pairs, values, offsets): {'yes' if correct else 'NO'}")
         if not correct:

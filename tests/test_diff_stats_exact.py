@@ -10,12 +10,14 @@ float64 over whole arrays, with the same elementwise formulas, so maxima must ma
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from graphsurgeon.check.diff_bin import diff_bins
+from graphsurgeon.check.diff_stats import MAX_JOBS, Comparator, Tolerance, idle_cores
 
 N = 3 * (1 << 16) + 5  # several chunks, and a ragged end
 
@@ -106,3 +108,15 @@ def test_statistics_equal_numpy_over_all_elements(
     assert s.passed == (want["min_atol"] <= atol)
     if name == "close-with-zeros":
         assert math.isinf(s.max_rel) and math.isinf(s.min_rtol)
+
+
+@pytest.mark.parametrize(
+    ("cores", "load", "threads"), [(2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 3.9, 1), (8, 2.0, 6)]
+)
+def test_default_threads_are_the_idle_cores(
+    monkeypatch: pytest.MonkeyPatch, cores: int, load: float, threads: int
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    assert idle_cores() == threads
+    assert Comparator(Tolerance(0.0, 0.0)).jobs == min(threads, MAX_JOBS)

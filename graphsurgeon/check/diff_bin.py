@@ -140,7 +140,7 @@ def diff_bins(
 ) -> DiffReport:
     """Compare ``a`` and ``b`` (each a .bin, or one a safetensors checkpoint with ``map_path``).
 
-    ``chunk`` elements are read per side at a time; ``jobs`` threads (default: the CPU count, at most 4)
+    ``chunk`` elements are read per side at a time; ``jobs`` threads (default: the idle cores, at most 4)
     share the arithmetic of chunks that differ."""
     for name, value in (("atol", atol), ("rtol", rtol)):
         if not (math.isfinite(value) and value >= 0):
