@@ -32,7 +32,7 @@ def check_reader_issues(ctx: LintContext) -> Iterator[Finding]:
     for issue in ctx.graph.issues:
         check = ISSUE_CHECKS.get(issue.code, "name-length" if issue.code.endswith("-length") else issue.code)
         make = warning if issue.warning else error
-        yield make(check, issue.message, layer=issue.layer, line=issue.line or None)
+        yield make(check, issue.message, layer=issue.layer, line=issue.line or None, offset=issue.offset)
     for note in ctx.graph.notes:  # notes of a strictly read graph (a .param.bin)
         yield warning("header-counts", note)
 

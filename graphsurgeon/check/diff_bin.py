@@ -5,7 +5,9 @@ Each .bin is walked with its .param (found beside it unless given: ``x.bin`` →
 weight is a ``(layer, slot)`` record at an exact offset. Pairs are made by name first, then, among what is
 left, by position in file order for records of the same layer type, slot and element count. A checkpoint
 side is paired through a YAML map (``weight_map``). With no .param for a .bin the two files are compared
-as flat float32 arrays, with a warning.
+as flat float32 arrays, with a warning. A .bin side that is certainly not a weight file (a folder, a
+.param.bin, UTF-8 text such as a .param; in the flat comparison, a size that is not whole float32 words) is
+refused (``formats.weight_file``).
 
 Exit codes: 0 compared (``--fail-on-diff``: and everything passed), 1 with ``--fail-on-diff`` when a pair
 fails the tolerance, has mismatched sizes, or a weight is unpaired, 2 usage, parse or I/O error.
@@ -31,6 +33,7 @@ from graphsurgeon.formats.model_bin import WeightRecord, custom_layer_note, walk
 from graphsurgeon.formats.param_bin import read_param_bin
 from graphsurgeon.formats.param_text import MAGIC, read_param_text
 from graphsurgeon.formats.safetensors import Checkpoint, is_checkpoint, storage_name
+from graphsurgeon.formats.weight_file import not_a_weight_file
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.transforms import TransformError
 
@@ -137,7 +140,7 @@ def diff_bins(
 ) -> DiffReport:
     """Compare ``a`` and ``b`` (each a .bin, or one a safetensors checkpoint with ``map_path``).
 
-    ``chunk`` elements are read per side at a time; ``jobs`` threads (default: the CPU count, at most 4)
+    ``chunk`` elements are read per side at a time; ``jobs`` threads (default: the idle cores, at most 4)
     share the arithmetic of chunks that differ."""
     for name, value in (("atol", atol), ("rtol", rtol)):
         if not (math.isfinite(value) and value >= 0):
@@ -149,7 +152,7 @@ def diff_bins(
         raise DiffUsageError("a safetensors side needs --map MAP, and --map needs a safetensors side")
     if (ckpt_a and param_a) or (ckpt_b and param_b):
         raise DiffUsageError("--param-a/--param-b name the .param of a .bin side, not of a checkpoint")
-    for path in (a, b):
+    for path in (p for p, ckpt in ((a, ckpt_a), (b, ckpt_b)) if ckpt):
         if not os.path.isfile(path):
             why = "cannot read: Is a directory" if os.path.isdir(path) else "no such file"
             raise DiffUsageError(f"{path}: {why}")
@@ -164,6 +167,10 @@ def diff_bins(
         mode = "flat"
     else:
         mode = "param"
+    for path, ckpt in ((a, ckpt_a), (b, ckpt_b)):
+        reason = None if ckpt else not_a_weight_file(path, flat=mode == "flat")
+        if reason is not None:
+            raise DiffUsageError(f"{path}: {reason}")
     report = DiffReport(a, b, param_a, param_b, map_path, mode, tol)
     comparator = Comparator(tol, chunk, jobs)
     try:

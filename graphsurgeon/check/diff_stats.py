@@ -1,8 +1,9 @@
 """Streaming comparison of two weights: chunked reads, float64 statistics, Polygraphy-style tolerances.
 
 Each side is a ``ValueSource`` (``formats.chunked``) that yields its elements as float32 in C order, a chunk
-at a time, so one pair costs a few chunk-sized buffers however large the weight. Chunks that differ are
-computed in float64 (sums for cosine and mean too), cut into parts for worker threads when large.
+at a time, so one pair costs a few chunk-sized buffers however large the weight. Chunks that are bit for bit
+equal cost a byte comparison and one dot; the others are folded in float64 by ``diff_fold``, cut into parts
+for worker threads when large and when cores are idle.
 
 The check is Polygraphy's ``|a - b| <= atol + rtol * |b|`` with ``b`` the reference (second) side. Two NaNs
 at the same place, or two equal infinities, count as equal; any other pair involving a NaN or an infinity
@@ -11,17 +12,19 @@ differs by +inf, so it fails every tolerance.
 
 from __future__ import annotations
 
-import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 
+from graphsurgeon.check.diff_fold import Accumulator, PairStats, Scratch, Tolerance
 from graphsurgeon.formats.chunked import ValueSource
 
-#: Elements per chunk read from each side: 256 Ki keeps the float64 scratch (4 × 2 MiB, per thread) in the
-#: caches; measured fastest among 128 Ki..4 Mi on a 2-core EPYC (benchmarks/bench_diff_bin.py).
+__all__ = ["CHUNK_ELEMS", "MAX_CHUNK_ELEMS", "MAX_JOBS", "Comparator", "PairStats", "Tolerance", "idle_cores"]
+
+#: Elements per chunk read from each side: 256 Ki keeps the scratch (at most 4 × 2 MiB float64 per thread) in
+#: the L3 cache; on a 2-core EPYC 128-256 Ki were fastest among 32 Ki..512 Ki (smaller chunks pay numpy's
+#: per-call cost; benchmarks/bench_diff_bin.py).
 CHUNK_ELEMS = 1 << 18
 MAX_CHUNK_ELEMS = 8 << 20
 #: Worker threads for differing chunks (numpy's loops release the GIL), and the smallest part worth one.
@@ -29,176 +32,30 @@ MAX_JOBS = 4
 MIN_PART = 1 << 16
 
 
-def _dot(x: np.ndarray, y: np.ndarray) -> float:
-    """Σ x·y in float64. Not ``np.dot``: OpenBLAS threads its ddot and then spins, which starves the
-    worker threads of ``Comparator``; einsum's own vector loop is single-threaded and nearly as fast."""
-    return float(np.einsum("i,i->", x, y))
+def idle_cores() -> int:
+    """The default thread count: the cores the last minute's load average leaves idle (at least 1).
 
-
-@dataclass(frozen=True, slots=True)
-class Tolerance:
-    atol: float
-    rtol: float
-
-
-@dataclass(slots=True)
-class PairStats:
-    """The numbers for one pair. Indices are flat C-order element indices of the compared layout."""
-
-    count: int
-    identical: bool  # every element bit for bit equal (after decoding to float32)
-    cosine: float
-    max_abs: float
-    max_abs_at: int | None  # first element with the largest |a-b|; None when nothing differs
-    max_rel: float
-    mean_abs: float
-    nan: tuple[int, int]
-    inf: tuple[int, int]
-    first_diff: tuple[int, int] | None  # absolute byte offset in each file of the first differing byte
-    first_diff_at: int | None  # the element holding that byte (None for a tag/table/padding byte)
-    min_atol: float  # smallest atol that passes at the given rtol
-    min_rtol: float  # smallest rtol that passes at the given atol
-    passed: bool
-
-
-class _Scratch:
-    """Reused float64 work arrays (one chunk each)."""
-
-    def __init__(self) -> None:
-        self.size = 0
-        self.a = self.b = self.d = self.t = np.empty(0)
-
-    def take(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        if self.size < n:
-            self.size = n
-            self.a, self.b, self.d, self.t = (np.empty(n, dtype=np.float64) for _ in range(4))
-        return self.a[:n], self.b[:n], self.d[:n], self.t[:n]
-
-
-class _Accumulator:
-    """Statistics folded over chunks in order."""
-
-    def __init__(self, tol: Tolerance, scratch: _Scratch) -> None:
-        self.tol = tol
-        self.s = scratch
-        self.identical = True
-        self.aa = self.bb = self.ab = 0.0
-        self.sum_abs = 0.0
-        self.max_abs = -1.0
-        self.max_at = 0
-        self.max_rel = self.req_atol = self.req_rtol = 0.0
-        self.nan = [0, 0]
-        self.inf = [0, 0]
-
-    def add(self, start: int, a: np.ndarray, b: np.ndarray, same: bool) -> None:
-        n = a.size
-        A, B, D, T = self.s.take(n)
-        np.copyto(A, a)
-        if same:  # bit-identical chunk: |a-b| is 0 everywhere; only the norms and counts move
-            q = float(_dot(A, A))
-            if math.isfinite(q):
-                self.aa += q
-                self.bb += q
-                self.ab += q
-                return
-        else:
-            self.identical = False
-        np.copyto(B, b)
-        aa, bb, ab = float(_dot(A, A)), float(_dot(B, B)), float(_dot(A, B))
-        with np.errstate(invalid="ignore"):  # inf - inf: sorted out in _nonfinite
-            np.subtract(A, B, out=D)
-        np.abs(D, out=D)
-        if math.isfinite(aa) and math.isfinite(bb):  # finite squares <=> no NaN or Inf on either side
-            self.aa, self.bb, self.ab = self.aa + aa, self.bb + bb, self.ab + ab
-            np.abs(B, out=B)
-        else:
-            self._nonfinite(a, b, A, B, D)
-        self._tail(start, D, B, T)
-
-    def _nonfinite(self, a: np.ndarray, b: np.ndarray, A: np.ndarray, B: np.ndarray, D: np.ndarray) -> None:
-        nan_a, nan_b, inf_a, inf_b = np.isnan(a), np.isnan(b), np.isinf(a), np.isinf(b)
-        self.nan[0] += int(nan_a.sum())
-        self.nan[1] += int(nan_b.sum())
-        self.inf[0] += int(inf_a.sum())
-        self.inf[1] += int(inf_b.sum())
-        finite_b = ~(nan_b | inf_b)
-        both = finite_b & ~(nan_a | inf_a)
-        Af, Bf = A[both], B[both]
-        self.aa += float(_dot(Af, Af))
-        self.bb += float(_dot(Bf, Bf))
-        self.ab += float(_dot(Af, Bf))
-        D[(A == B) | (nan_a & nan_b)] = 0.0
-        D[np.isnan(D)] = np.inf
-        np.abs(B, out=B)
-        B[~finite_b] = 0.0  # so a mismatch against a non-finite b is inf/0 = inf, a match 0/0 (ignored)
-
-    def _tail(self, start: int, D: np.ndarray, absb: np.ndarray, T: np.ndarray) -> None:
-        atol, rtol = self.tol.atol, self.tol.rtol
-        i = int(np.argmax(D))
-        m = float(D[i])
-        if m > self.max_abs:
-            self.max_abs, self.max_at = m, start + i
-        self.sum_abs += float(D.sum())
-        if rtol:
-            np.multiply(absb, rtol, out=T)
-            np.subtract(D, T, out=T)
-            self.req_atol = max(self.req_atol, float(T.max()))
-        else:
-            self.req_atol = max(self.req_atol, m)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            np.divide(D, absb, out=T)  # 0/0 -> NaN: no difference there; fmax skips it
-            rel = float(np.fmax.reduce(T))
-            if not math.isnan(rel):
-                self.max_rel = max(self.max_rel, rel)
-            if atol:  # max((D - atol) / |b|), clipped at 0 below: the same as max(max(D - atol, 0) / |b|)
-                np.subtract(D, atol, out=T)
-                np.divide(T, absb, out=T)
-                rel = float(np.fmax.reduce(T))
-            if not math.isnan(rel):
-                self.req_rtol = max(self.req_rtol, rel)
-
-    def merge(self, part: _Accumulator) -> None:
-        """Fold in the statistics of the elements that follow (a later part of the same pair)."""
-        self.identical = self.identical and part.identical
-        self.aa, self.bb, self.ab = self.aa + part.aa, self.bb + part.bb, self.ab + part.ab
-        self.sum_abs += part.sum_abs
-        if part.max_abs > self.max_abs:
-            self.max_abs, self.max_at = part.max_abs, part.max_at
-        self.max_rel = max(self.max_rel, part.max_rel)
-        self.req_atol = max(self.req_atol, part.req_atol)
-        self.req_rtol = max(self.req_rtol, part.req_rtol)
-        for k in (0, 1):
-            self.nan[k] += part.nan[k]
-            self.inf[k] += part.inf[k]
-
-    def finish(self, count: int, first: tuple[int, int] | None, first_at: int | None) -> PairStats:
-        if self.identical or (self.aa == 0.0 and self.bb == 0.0):
-            cosine = 1.0
-        elif self.aa == 0.0 or self.bb == 0.0:
-            cosine = 0.0
-        else:
-            cosine = max(-1.0, min(1.0, self.ab / (math.sqrt(self.aa) * math.sqrt(self.bb))))
-        differs = self.max_abs > 0.0
-        return PairStats(
-            count=count,
-            identical=self.identical,
-            cosine=cosine,
-            max_abs=self.max_abs if differs else 0.0,
-            max_abs_at=self.max_at if differs else None,
-            max_rel=self.max_rel,
-            mean_abs=self.sum_abs / count if count else 0.0,
-            nan=(self.nan[0], self.nan[1]),
-            inf=(self.inf[0], self.inf[1]),
-            first_diff=first,
-            first_diff_at=first_at,
-            min_atol=self.req_atol,
-            min_rtol=self.req_rtol,
-            passed=self.req_atol <= self.tol.atol,
-        )
+    A worker thread helps only on a core nobody else wants: on a busy machine it waits for a time slice at
+    every chunk and adds work (measured on a loaded 2-core machine: the same diff took about 1.4x the CPU
+    time with 2 threads as with 1, and as long in wall time)."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return cores
+    return max(1, min(cores, int(cores - load + 0.5)))
 
 
 def _same_bytes(x: bytes | memoryview, y: bytes | memoryview) -> bool:
-    return len(x) == len(y) and bool(np.array_equal(np.frombuffer(x, np.uint8), np.frombuffer(y, np.uint8)))
+    """Bit-for-bit equality: a prefix first (differing chunks usually differ there), then 8 bytes a step."""
+    if len(x) != len(y):
+        return False
+    head = min(len(x), 64)
+    if bytes(x[:head]) != bytes(y[:head]):
+        return False
+    wide = len(x) - len(x) % 8
+    body = np.array_equal(np.frombuffer(x, np.uint64, wide // 8), np.frombuffer(y, np.uint64, wide // 8))
+    return bool(body) and bytes(x[wide:]) == bytes(y[wide:])
 
 
 def _first_byte(x: bytes | memoryview, y: bytes | memoryview) -> int | None:
@@ -218,8 +75,8 @@ class Comparator:
             raise ValueError(f"chunk must be in 1..{MAX_CHUNK_ELEMS} elements")
         self.tol = tol
         self.chunk = chunk
-        self.jobs = max(1, min(MAX_JOBS, jobs if jobs is not None else os.cpu_count() or 1))
-        self.scratch = [_Scratch() for _ in range(self.jobs)]
+        self.jobs = max(1, min(MAX_JOBS, jobs if jobs is not None else idle_cores()))
+        self.scratch = [Scratch() for _ in range(self.jobs)]
         self._pool: ThreadPoolExecutor | None = None
         self.bytes_read = 0
 
@@ -228,30 +85,35 @@ class Comparator:
             self._pool.shutdown()
             self._pool = None
 
-    def _add(self, acc: _Accumulator, start: int, va: np.ndarray, vb: np.ndarray, same: bool) -> None:
-        """Fold one chunk into ``acc``; large differing chunks are cut into ``jobs`` parts computed in
-        threads (numpy releases the GIL in its loops) and merged in order."""
+    def _add(self, acc: Accumulator, start: int, va: np.ndarray, vb: np.ndarray, same: bool) -> None:
+        """Fold one chunk into ``acc``; large differing chunks are cut into ``jobs`` parts, the first computed
+        here and the others in worker threads (numpy releases the GIL in its loops), merged in order. Each
+        part starts from the ratio maxima so far, which bound its pruning."""
         n = va.size
         if self.jobs == 1 or same or n < 2 * MIN_PART:
             acc.add(start, va, vb, same)
             return
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="diff-bin")
+            self._pool = ThreadPoolExecutor(self.jobs - 1, thread_name_prefix="diff-bin")
         cuts = [n * k // self.jobs for k in range(self.jobs + 1)]
-        parts = [_Accumulator(self.tol, scratch) for scratch in self.scratch]
+        parts = [Accumulator(self.tol, scratch) for scratch in self.scratch]
+        for part in parts:
+            part.max_rel, part.req_rtol = acc.max_rel, acc.req_rtol
         futures = [
             self._pool.submit(part.add, start + lo, va[lo:hi], vb[lo:hi], same)
-            for part, lo, hi in zip(parts, cuts, cuts[1:], strict=False)
+            for part, lo, hi in zip(parts[1:], cuts[1:-1], cuts[2:], strict=True)
         ]
-        for part, future in zip(parts, futures, strict=True):
+        parts[0].add(start, va[: cuts[1]], vb[: cuts[1]], same)
+        for future in futures:
             future.result()
+        for part in parts:
             acc.merge(part)
 
     def compare(self, a: ValueSource, b: ValueSource) -> PairStats:
         """Stream both sources (equal ``count``) chunk by chunk."""
         if a.count != b.count:
             raise ValueError("sources of different sizes")
-        acc = _Accumulator(self.tol, self.scratch[0])
+        acc = Accumulator(self.tol, self.scratch[0])
         by_bytes = bool(a.encoding) and a.encoding == b.encoding
         first: tuple[int, int] | None = None
         first_at: int | None = None

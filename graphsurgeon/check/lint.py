@@ -39,7 +39,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
 
 
 def read_for_lint(path: str, custom: list[str]) -> Graph:
-    """Read a text .param leniently (or a .param.bin, which has no lenient form)."""
+    """Read a .param (text or binary) leniently: every problem recorded, none raised unless unreadable."""
     catalog = with_custom(load_catalog(), custom) if custom else load_catalog()
     return read_param(path, catalog=catalog, strict=False)
 

@@ -13,14 +13,15 @@ BIN_MAGIC = MAGIC.to_bytes(4, "little")
 
 
 def read_param(path: str, *, catalog: Catalog | None = None, strict: bool = True) -> Graph:
-    """Text (strict or lenient) or binary (always strict: it has no lenient form)."""
+    """Text or binary, each strict (raise at the first problem) or lenient (record them in
+    ``graph.issues``), under the same file-level rules (``param_build``)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(4)
     except OSError as err:
         raise ParamSyntaxError(f"cannot read: {err.strerror}", path=path) from None
     if head == BIN_MAGIC:
-        return read_param_bin(path, catalog=catalog)
+        return read_param_bin(path, catalog=catalog, strict=strict)
     return read_param_text(path, catalog=catalog, strict=strict)
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
 from graphsurgeon.errors import ParamBinError
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_write_bytes
-from graphsurgeon.formats.param_text import MAGIC, MAX_NET_COUNT, OLD_ARRAY_BASE
+from graphsurgeon.formats.param_build import MAGIC, MAX_NET_COUNT, Diagnostics, Header, Place, build_graph
+from graphsurgeon.formats.param_literals import MAX_PARAM_ID, MAX_STRING, OLD_ARRAY_BASE
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.params import Param, ncnn_view
 from graphsurgeon.schema.catalog import Catalog, ParamSpec, ValueType
@@ -115,52 +118,97 @@ class _Reader:
         return chunk
 
 
-def parse_param_bin(data: bytes, *, path: str = "<param.bin>", catalog: Catalog | None = None) -> Graph:
-    """Decode .param.bin bytes into a Graph, typing scalar and array params through the catalog."""
+@dataclass(slots=True)
+class _BinLayer:
+    """One binary layer record, blob indices as names; where its type index and first top index are."""
+
+    type: str
+    name: str
+    bottoms: list[str]
+    tops: list[str]
+    params: dict[int, Param]
+    offset: int
+    tops_offset: int
+    line: int = 0  # a .param.bin has no lines
+
+
+def parse_param_bin(
+    data: bytes, *, path: str = "<param.bin>", catalog: Catalog | None = None, strict: bool = True
+) -> Graph:
+    """Decode .param.bin bytes into a Graph, typing scalar and array params through the catalog.
+
+    The file-level rules are the text reader's (``param_build``): strict (default) raises ParamBinError at
+    the byte offset of the first problem; lenient records each in ``graph.issues`` (lint). Bytes that cannot
+    be decoded as layer records (a truncated file, an unknown type index) raise in both modes. Whole layer
+    records after the counted ones are ignored with a warning, as ncnn ignores them; other trailing bytes
+    are an error.
+    """
     r = _Reader(data, path)
-    if r.i32("the magic") != MAGIC:
-        raise r.fail(f"bad magic (a .param.bin starts with the int32 {MAGIC})")
-    layer_count, blob_count = r.i32("the layer count"), r.i32("the blob count")
-    if not (0 < layer_count <= MAX_NET_COUNT and 0 < blob_count <= MAX_NET_COUNT):
-        raise r.fail(f"implausible counts {layer_count} layers / {blob_count} blobs")
     graph = Graph(catalog, source=path)
-    for i in range(layer_count):
-        typeindex = r.i32(f"layer {i} type index")
-        spec = graph.catalog.by_index(typeindex)
-        if spec is None:
-            raise r.fail(
-                f"layer {i}: type index {typeindex} is not a built-in ncnn layer (custom layers need names)"
+    diag = Diagnostics(graph, path, strict=strict, form=".param.bin")
+    magic, layer_count, blob_count = r.i32("the magic"), r.i32("the layer count"), r.i32("the blob count")
+    header = Header(str(magic), layer_count, blob_count, Place(offset=0), Place(offset=4), Place(offset=8))
+    records = _records(r, diag, graph.catalog, layer_count, blob_count)
+    return build_graph(diag, header, records, _place, fresh_slots=False)
+
+
+def _place(rec: _BinLayer, k: int | None) -> Place:
+    return Place(offset=rec.offset if k is None else rec.tops_offset + 4 * k)
+
+
+def _records(
+    r: _Reader, diag: Diagnostics, catalog: Catalog, layer_count: int, blob_count: int
+) -> Iterator[_BinLayer]:
+    """The layer records: the counted ones (all of them when the count itself is wrong), then whole
+    records after them, which the builder ignores with a warning; trailing bytes that are not whole records
+    are an error at their offset."""
+    counted = layer_count if layer_count > 0 else None
+    i = 0
+    while r.pos < len(r.data) and (counted is None or i < counted):
+        yield _read_layer(r, diag, catalog, i, blob_count)
+        i += 1
+    start = r.pos
+    extras: list[_BinLayer] = []
+    try:
+        while r.pos < len(r.data):
+            extras.append(_read_layer(r, None, catalog, i + len(extras), blob_count))
+    except ParamBinError:
+        raise r.fail(f"{len(r.data) - start} bytes after the last layer", start) from None
+    yield from extras
+
+
+def _read_layer(r: _Reader, diag: Diagnostics | None, catalog: Catalog, i: int, blob_count: int) -> _BinLayer:
+    """Layer ``i``; ``diag`` None: an ignored layer after the counted ones, whose contents are not checked."""
+    offset = r.pos
+    typeindex = r.i32(f"layer {i} type index")
+    spec = catalog.by_index(typeindex)
+    if spec is None:
+        raise r.fail(
+            f"layer {i}: type index {typeindex} is not a built-in ncnn layer (custom layers need names)"
+        )
+    name = f"{spec.type}_{i}"
+    n_bottom, n_top = r.i32(f"layer {i} bottom count"), r.i32(f"layer {i} top count")
+    if not (0 <= n_bottom <= MAX_NET_COUNT and 0 <= n_top <= MAX_NET_COUNT):
+        raise r.fail(f"layer {i}: implausible bottom/top counts {n_bottom}/{n_top}")
+    names: list[str] = []
+    for _ in range(n_bottom + n_top):
+        blob = r.i32(f"layer {i} blob indices")
+        if diag is not None and blob_count > 0 and not 0 <= blob < blob_count:
+            message = (
+                f"layer {name}: blob index {blob} is outside 0..{blob_count - 1} (the header's blob count)"
             )
-        n_bottom, n_top = r.i32(f"layer {i} bottom count"), r.i32(f"layer {i} top count")
-        if not (0 <= n_bottom <= MAX_NET_COUNT and 0 <= n_top <= MAX_NET_COUNT):
-            raise r.fail(f"layer {i}: implausible bottom/top counts {n_bottom}/{n_top}")
-        blobs: list[int] = []
-        for _ in range(n_bottom + n_top):
-            blob = r.i32(f"layer {i} blob indices")
-            if not 0 <= blob < blob_count:
-                raise r.fail(f"layer {i}: blob index {blob} outside 0..{blob_count - 1}")
-            blobs.append(blob)
-        tops_at = r.pos - 4 * n_top
-        params: dict[int, Param] = {}
-        while True:
-            key = r.i32(f"layer {i} params")
-            if key == END_OF_PARAMS:
-                break
-            pid, param = _read_param(r, key, spec.params.get(_param_id(key)), i)
-            params[pid] = param
-        names = [str(b) for b in blobs]
-        for k, top in enumerate(names[n_bottom:]):
-            earlier = graph.blobs.get(top)
-            if (earlier is not None and earlier.producer is not None) or top in names[
-                n_bottom : n_bottom + k
-            ]:
-                raise r.fail(
-                    f"layer {i}: top blob index {top} is already produced (duplicate top)", tops_at + 4 * k
-                )
-        graph.add_layer(spec.type, f"{spec.type}_{i}", names[:n_bottom], names[n_bottom:], params)
-    if r.pos != len(data):
-        raise r.fail(f"{len(data) - r.pos} bytes after the last layer", r.pos)
-    return graph
+            diag.problem("blob-count", message, Place(offset=r.start), name)
+        names.append(str(blob))
+    tops_offset = r.pos - 4 * n_top
+    params: dict[int, Param] = {}
+    while True:
+        key = r.i32(f"layer {i} params")
+        if key == END_OF_PARAMS:
+            break
+        read = _read_param(r, diag, key, spec.params.get(_param_id(key)), name)
+        if read is not None:
+            params[read[0]] = read[1]
+    return _BinLayer(spec.type, name, names[:n_bottom], names[n_bottom:], params, offset, tops_offset)
 
 
 def _param_id(key: int) -> int:
@@ -171,36 +219,55 @@ def _param_id(key: int) -> int:
     return key
 
 
-def _read_param(r: _Reader, key: int, spec: object, layer_i: int) -> tuple[int, Param]:
+def _read_param(
+    r: _Reader, diag: Diagnostics | None, key: int, spec: object, layer: str
+) -> tuple[int, Param] | None:
+    """One param; None for one whose id is outside the 32 slots (a problem, so dropped in lenient mode)."""
     pid = _param_id(key)
-    if not 0 <= pid < 32:
-        raise r.fail(f"layer {layer_i}: param key {key} is outside the 32 param slots")
+    valid_id = 0 <= pid <= MAX_PARAM_ID
+    if not valid_id and diag is not None:
+        what = "string key" if key <= STRING_BASE else "array key" if key <= OLD_ARRAY_BASE else "key"
+        message = f"layer {layer}: {what} {key} addresses param id {pid}, outside 0..{MAX_PARAM_ID}"
+        diag.problem("param-id", message + " (ncnn has 32 param slots)", Place(offset=r.start), layer)
     expected = getattr(spec, "type", None)
+    param: Param
     if key <= STRING_BASE:
         length = r.i32("a string length")
-        if not 0 <= length <= 255:
-            raise r.fail(f"layer {layer_i} param {pid}: string length {length} outside 0..255")
+        if length < 0:
+            raise r.fail(f"layer {layer} param {pid}: negative string length {length}")
+        if length > MAX_STRING and diag is not None:
+            message = (
+                f"layer {layer} param {pid}: string is {length} bytes long; ncnn reads at most {MAX_STRING}"
+            )
+            diag.problem("string-length", message, Place(offset=r.start), layer)
         text = r.raw(length + (-length % 4), "a string")[:length]
-        return pid, Param(ValueType.STRING, text.decode("utf-8", errors="replace"))
-    if key <= OLD_ARRAY_BASE:
+        param = Param(ValueType.STRING, text.decode("utf-8", errors="replace"))
+    elif key <= OLD_ARRAY_BASE:
         length = r.i32("an array length")
         if not 0 <= length <= MAX_NET_COUNT:
-            raise r.fail(f"layer {layer_i} param {pid}: implausible array length {length}")
+            raise r.fail(f"layer {layer} param {pid}: implausible array length {length}")
         raw = r.raw(4 * length, "an array")
         if expected is ValueType.FLOAT_ARRAY:
-            return pid, Param.of(ValueType.FLOAT_ARRAY, np.frombuffer(raw, "<f4").tolist())
-        return pid, Param(ValueType.INT_ARRAY, tuple(int(v) for v in np.frombuffer(raw, "<i4")))
-    raw = r.raw(4, "a param value")
-    if expected is ValueType.FLOAT:
-        return pid, Param.of(ValueType.FLOAT, struct.unpack("<f", raw)[0])
-    return pid, Param(ValueType.INT, struct.unpack("<i", raw)[0])
+            param = Param.of(ValueType.FLOAT_ARRAY, np.frombuffer(raw, "<f4").tolist())
+        else:
+            param = Param(ValueType.INT_ARRAY, tuple(int(v) for v in np.frombuffer(raw, "<i4")))
+    else:
+        raw = r.raw(4, "a param value")
+        if expected is ValueType.FLOAT:
+            param = Param.of(ValueType.FLOAT, struct.unpack("<f", raw)[0])
+        else:
+            param = Param(ValueType.INT, struct.unpack("<i", raw)[0])
+    return (pid, param) if valid_id else None
 
 
-def read_param_bin(path: str | os.PathLike[str], *, catalog: Catalog | None = None) -> Graph:
+def read_param_bin(
+    path: str | os.PathLike[str], *, catalog: Catalog | None = None, strict: bool = True
+) -> Graph:
+    """Read a .param.bin file; ``strict`` as in ``parse_param_bin``."""
     name = os.fspath(path)
     try:
         with open(name, "rb") as fh:
             data = fh.read()
     except OSError as err:
         raise ParamBinError(f"{name}: cannot read: {err.strerror}") from None
-    return parse_param_bin(data, path=name, catalog=catalog)
+    return parse_param_bin(data, path=name, catalog=catalog, strict=strict)

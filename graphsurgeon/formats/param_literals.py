@@ -37,6 +37,7 @@ class ParseIssue:
     column: int
     layer: str | None = None
     warning: bool = False  # a hazard ncnn tolerates (spare blob slots, ignored extra lines), not an error
+    offset: int | None = None  # the byte offset, for a .param.bin (which has no lines)
 
 
 class Fail(GsurgError):

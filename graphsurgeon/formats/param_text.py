@@ -1,9 +1,10 @@
 """Read a text .param into a Graph through the lark grammar ``grammars/ncnn_param.lark``.
 
 The grammar gives the structure and the token shapes; ``param_literals`` types the tokens; this module
-builds the layers and applies ncnn 1.0.20261020's file-level rules: magic, counts, SSA tops. In strict mode
-(the default) every problem is a ParamSyntaxError naming the file, line and column; in lenient mode (lint)
-the graph is built anyway and ``graph.issues`` lists every problem, so one run reports them all.
+turns them into layer records, and ``param_build`` (shared with the .param.bin reader) builds the layers
+under ncnn 1.0.20261020's file-level rules: magic, counts, SSA tops. In strict mode (the default) every
+problem is a ParamSyntaxError naming the file, line and column; in lenient mode (lint) the graph is built
+anyway and ``graph.issues`` lists every problem, so one run reports them all.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedInput
 
 from graphsurgeon.errors import ParamSyntaxError
+from graphsurgeon.formats.param_build import MAGIC, MAX_NET_COUNT, Diagnostics, Header, Place, build_graph
 from graphsurgeon.formats.param_errors import syntax_message
 from graphsurgeon.formats.param_literals import (
     MAX_NAME,
@@ -53,9 +55,6 @@ __all__ = [
     "ParseIssue",
     "parse_param_text",
 ]
-
-MAGIC = 7767517
-MAX_NET_COUNT = 1_000_000  # R1020 max_net_count for layer and blob counts
 
 
 @dataclass(slots=True)
@@ -235,117 +234,19 @@ def parse_param_text(
             gc.enable()
     graph = Graph(catalog, source=path)
     graph.issues.extend(rep.issues)
-
-    def problem(code: str, message: str, line: int, column: int, layer: str | None = None) -> None:
-        if strict:
-            raise ParamSyntaxError(message, path=path, line=line, column=column)
-        graph.issues.append(ParseIssue(code, message, line, column, layer))
-
-    def hazard(code: str, message: str, line: int, layer: str | None = None) -> None:
-        """Something ncnn tolerates: a note in strict mode, a warning issue in lenient mode."""
-        if strict:
-            graph.notes.append(f"{path}:{line}: {message}")
-        else:
-            graph.issues.append(ParseIssue(code, message, line, 1, layer, warning=True))
-
-    magic_tok, layer_count_tok, blob_count_tok = header
-    if str(magic_tok) != str(MAGIC):
-        problem(
-            "magic",
-            f"bad magic {magic_tok!s} (an ncnn text param starts with {MAGIC})",
-            magic_tok.line or 1,
-            1,
-        )
-    counts = []
-    for tok in (layer_count_tok, blob_count_tok):
-        count = int(tok)
-        if not 0 < count <= MAX_NET_COUNT:
-            problem(
-                "header-count",
-                f"layer and blob counts must be in 1..{MAX_NET_COUNT} (ncnn's max_net_count), not {count}",
-                tok.line or 0,
-                tok.column or 0,
-            )
-        counts.append(count)
-    layer_count, blob_count = counts
-    if len(records) < layer_count:
-        problem(
-            "layer-count",
-            f"header says {layer_count} layers but the file has only {len(records)} (ncnn fails to load it)",
-            layer_count_tok.line or 0,
-            layer_count_tok.column or 0,
-        )
-    if len(records) > layer_count > 0:
-        first = records[layer_count]
-        hazard(
-            "extra-layers",
-            f"{len(records) - layer_count} layer line(s) after the {layer_count} the header counts are "
-            f"ignored, as ncnn ignores them (first: {first.type} {first.name})",
-            first.line,
-            first.name,
-        )
-        records = records[:layer_count]
-    _build(graph, records, path, problem)
-    if blob_count < len(graph.blobs):
-        problem(
-            "blob-count",
-            f"header says {blob_count} blobs but the layers name {len(graph.blobs)} "
-            "(too few blob slots corrupts ncnn's memory)",
-            blob_count_tok.line or 0,
-            blob_count_tok.column or 0,
-        )
-    if blob_count > len(graph.blobs):
-        hazard(
-            "spare-blobs",
-            f"header says {blob_count} blobs but the layers name {len(graph.blobs)}",
-            blob_count_tok.line or 0,
-        )
+    magic, layer_count, blob_count = header
+    build_graph(
+        Diagnostics(graph, path, strict=strict, form="text .param"),
+        Header(str(magic), int(layer_count), int(blob_count), *(_at(tok) for tok in header)),
+        records,
+        lambda rec, k: Place(rec.line, 1),
+        fresh_slots=True,
+    )
     return graph
 
 
-def _build(graph: Graph, records: list[LayerLine], path: str, problem: Any) -> None:
-    """Add the layers in file order. A top that repeats a name, or that defines a name a layer already read,
-    takes a fresh slot in ncnn while lookups keep finding the first; lenient mode mirrors that by giving the
-    late top a distinct name (``name#2``)."""
-    for rec in records:
-        tops = []
-        for top in rec.tops:
-            blob = graph.blobs.get(top)
-            if blob is not None and blob.producer is None and blob.consumers:
-                first = blob.consumers[0]
-                problem(
-                    "use-before-def",
-                    f"blob {top!r} is read by layer {first.name} (line {first.line}) before layer {rec.name} "
-                    "produces it; ncnn gives the reader an empty orphan blob",
-                    rec.line,
-                    1,
-                    rec.name,
-                )
-                top = _fresh_name(graph, top)
-            elif (blob is not None and blob.producer is not None) or top in tops:
-                by = (
-                    f"is already produced by layer {blob.producer.name}"
-                    if blob is not None and blob.producer is not None
-                    else "is listed as the same top twice"
-                )
-                problem(
-                    "duplicate-top",
-                    f"duplicate top: layer {rec.name}: blob {top!r} {by}",
-                    rec.line,
-                    1,
-                    rec.name,
-                )
-                top = _fresh_name(graph, top)
-            tops.append(top)
-        layer = graph.add_layer(rec.type, rec.name, rec.bottoms, tops, rec.params)
-        layer.line = rec.line
-
-
-def _fresh_name(graph: Graph, name: str) -> str:
-    n = 2
-    while f"{name}#{n}" in graph.blobs:
-        n += 1
-    return f"{name}#{n}"
+def _at(tok: Token) -> Place:
+    return Place(tok.line or 0, tok.column or 0)
 
 
 def read_param_text(
