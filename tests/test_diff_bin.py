@@ -13,8 +13,9 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from graphsurgeon.check.diff_bin import diff_bins, main_diff, pair_records
+from graphsurgeon.check.diff_bin import diff_bins, pair_records
 from graphsurgeon.check.diff_report import DiffReport, PairResult
+from graphsurgeon.cli import main as gsurg
 from tests.safetensors_files import bf16_bytes, write_safetensors
 
 TAG_FP32 = b"\x00\x00\x00\x00"
@@ -75,7 +76,7 @@ def test_identical_bins_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         assert s is not None and s.identical
         assert s.cosine == 1.0 and s.max_abs == 0.0 and s.max_abs_at is None and s.first_diff is None
         assert s.max_rel == s.mean_abs == s.min_atol == s.min_rtol == 0.0
-    assert main_diff([str(a), str(b), "--fail-on-diff"]) == 0
+    assert gsurg(["diff-bin", str(a), str(b), "--fail-on-diff"]) == 0
     out = capsys.readouterr().out
     assert out.rstrip().splitlines()[-1] == "PASSED"
 
@@ -239,9 +240,9 @@ def test_extra_layer_is_unpaired(tmp_path: Path, capsys: pytest.CaptureFixture[s
         ("fc2.weight", 64, "fp32", (3, 3))
     ]
     assert not report.unpaired_a and not report.passed
-    assert main_diff([str(a), str(b)]) == 0  # a report only, without --fail-on-diff
+    assert gsurg(["diff-bin", str(a), str(b)]) == 0  # a report only, without --fail-on-diff
     assert capsys.readouterr().out.rstrip().endswith("FAILED")
-    assert main_diff([str(a), str(b), "--fail-on-diff"]) == 1
+    assert gsurg(["diff-bin", str(a), str(b), "--fail-on-diff"]) == 1
     assert "in b: fc2.weight" in capsys.readouterr().out
 
 
@@ -286,7 +287,7 @@ def test_json_report_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     wb[0] = 0.75
     a = model(tmp_path, "a", FC_PARAM, fc_bin())
     b = model(tmp_path, "b", FC_PARAM, fc_bin(wb))
-    assert main_diff([str(a), str(b), "--format", "json", "--fail-on-diff"]) == 1
+    assert gsurg(["diff-bin", str(a), str(b), "--format", "json", "--fail-on-diff"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == {"schema_version", "summary", "pairs", "unpaired", "warnings"}
     assert doc["schema_version"] == 1 and set(doc["unpaired"]) == {"a", "b"}
@@ -304,7 +305,7 @@ def test_json_report_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = model(tmp_path, "a", FC_PARAM, fc_bin())
     b = model(tmp_path, "b", FC_PARAM, fc_bin())
-    assert main_diff([str(a), str(b), "--format", "md"]) == 0
+    assert gsurg(["diff-bin", str(a), str(b), "--format", "md"]) == 0
     out = capsys.readouterr().out
     lines = out.strip().splitlines()
     assert lines[0].startswith("## diff-bin")
@@ -313,16 +314,9 @@ def test_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert sum(line.startswith("| fc.") for line in lines) == 2 and lines[-1] == "**PASSED**"
 
 
-def test_add_parser_registers_the_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import argparse
-
-    from graphsurgeon.check.diff_bin import add_parser, run
-
-    parser = argparse.ArgumentParser(prog="gsurg")
-    add_parser(parser.add_subparsers(dest="command"))
+def test_the_gsurg_entry_runs_diff_bin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = model(tmp_path, "a", FC_PARAM, fc_bin())
-    args = parser.parse_args(["diff-bin", str(a), str(a), "--format", "json", "--fail-on-diff"])
-    assert args.func is run and args.func(args) == 0
+    assert gsurg(["diff-bin", str(a), str(a), "--format", "json", "--fail-on-diff"]) == 0
     assert json.loads(capsys.readouterr().out)["summary"]["result"] == "PASSED"
 
 
@@ -341,7 +335,7 @@ def test_flat_fallback_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     wb = W.copy()
     wb[3] = 5.0
     b.write_bytes(f32(wb))
-    assert main_diff([str(a), str(b), "--format", "json"]) == 0
+    assert gsurg(["diff-bin", str(a), str(b), "--format", "json"]) == 0
     captured = capsys.readouterr()
     assert "gsurg: warning: no .param found" in captured.err and "flat float32" in captured.err
     doc = json.loads(captured.out)
@@ -352,7 +346,7 @@ def test_flat_fallback_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_truncated_bin_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = model(tmp_path, "a", FC_PARAM, fc_bin())
     b = model(tmp_path, "b", FC_PARAM, fc_bin()[:-4])
-    assert main_diff([str(a), str(b)]) == 2
+    assert gsurg(["diff-bin", str(a), str(b)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("gsurg: error: ")
     assert "layer fc" in err and "weight bias" in err and "offset 52" in err and "truncated" in err
@@ -362,7 +356,7 @@ def test_bin_for_wrong_param_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFix
     a = model(tmp_path, "a", FC_PARAM, fc_bin())
     smaller = FC_PARAM.replace("0=3 1=1 2=12", "0=2 1=1 2=8")
     b = model(tmp_path, "b", smaller, fc_bin())  # a 3x4 model's bytes for a 2x4 param
-    assert main_diff([str(a), str(b)]) == 2
+    assert gsurg(["diff-bin", str(a), str(b)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("gsurg: error: ") and "b.bin" in err and "another .param" in err
 
@@ -382,7 +376,8 @@ def test_usage_errors(
 ) -> None:
     model(tmp_path, "a", FC_PARAM, fc_bin())
     model(tmp_path, "b", FC_PARAM, fc_bin())
-    assert main_diff([str(tmp_path / x) if "." in x and not x.startswith("-") else x for x in argv]) == 2
+    paths = [str(tmp_path / x) if "." in x and not x.startswith("-") else x for x in argv]
+    assert gsurg(["diff-bin", *paths]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gsurg: error: ") and needle in err
 
@@ -574,6 +569,6 @@ def test_bad_map_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         ("weight: fc_t\n", "layer.slot"),
     ):
         (tmp_path / "bad.yaml").write_text(text)
-        assert main_diff([str(b), str(ckpt), "--map", str(tmp_path / "bad.yaml")]) == 2
+        assert gsurg(["diff-bin", str(b), str(ckpt), "--map", str(tmp_path / "bad.yaml")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("gsurg: error: ") and needle in err and "bad.yaml" in err

@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphsurgeon.check.diff_bin import main_diff
+from graphsurgeon.cli import main
 
 PARAM = "7767517\n2 2\nInput in 0 1 x 0=4\nReLU r 1 1 x y\n"
 PARAM_BIN = struct.pack("<8i", 7767517, 1, 1, 16, 0, 1, 0, -233)  # Input (type 16), 0 bottoms, top blob 0
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    code = main_diff([str(a) for a in argv])
+    code = main(["diff-bin", *(str(a) for a in argv)])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -15,26 +15,20 @@ fails the tolerance, has mismatched sizes, or a weight is unpaired, 2 usage, par
 
 from __future__ import annotations
 
-import argparse
 import difflib
-import json
 import math
 import os
-import sys
 from collections.abc import Sequence
-from typing import Any
 
-from graphsurgeon.check.diff_report import DiffReport, Endpoint, PairResult, render_md, render_text
-from graphsurgeon.check.diff_stats import CHUNK_ELEMS, MAX_CHUNK_ELEMS, Comparator, Tolerance
+from graphsurgeon.check.diff_report import DiffReport, Endpoint, PairResult
+from graphsurgeon.check.diff_stats import CHUNK_ELEMS, Comparator, Tolerance
 from graphsurgeon.check.weight_map import load_map
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.chunked import ChunkReader, FileSource
 from graphsurgeon.formats.model_bin import WeightRecord, custom_layer_note, walk_bin
-from graphsurgeon.formats.param_bin import read_param_bin
-from graphsurgeon.formats.param_text import MAGIC, read_param_text
+from graphsurgeon.formats.param_any import read_param
 from graphsurgeon.formats.safetensors import Checkpoint, is_checkpoint, storage_name
 from graphsurgeon.formats.weight_file import not_a_weight_file
-from graphsurgeon.ir.graph import Graph
 from graphsurgeon.transforms import TransformError
 
 
@@ -53,15 +47,6 @@ def find_param(bin_path: str) -> str | None:
         if candidate != bin_path and os.path.isfile(candidate):
             return candidate
     return None
-
-
-def read_param(path: str) -> Graph:
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-    except OSError as err:
-        raise DiffUsageError(f"{path}: cannot read: {err.strerror}") from None
-    return read_param_bin(path) if head == MAGIC.to_bytes(4, "little") else read_param_text(path)
 
 
 def _walk(param: str, bin_path: str, warnings: list[str]) -> list[WeightRecord]:
@@ -311,75 +296,3 @@ def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool
     finally:
         reader.close()
         ckpt.close()
-
-
-# ---- command line -------------------------------------------------------------------------------------
-
-
-def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", help="first .bin (or a .safetensors / .safetensors.index.json checkpoint)")
-    parser.add_argument("b", help="second .bin, the reference for rtol (or a checkpoint)")
-    parser.add_argument("--param-a", help="the .param of a (default: beside it, same stem)")
-    parser.add_argument("--param-b", help="the .param of b (default: beside it, same stem)")
-    parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)")
-    parser.add_argument(
-        "--rtol", type=float, default=1e-5, help="relative tolerance, times |b| (default 1e-5)"
-    )
-    parser.add_argument("--map", help="YAML map `layer.slot: tensor` (needed with a checkpoint side)")
-    parser.add_argument("--format", choices=["text", "json", "md"], default="text", help="report format")
-    parser.add_argument(
-        "--fail-on-diff",
-        action="store_true",
-        help="exit 1 when a pair fails the tolerance or differs in size, or a weight is unpaired",
-    )
-    parser.add_argument("--chunk", type=int, default=CHUNK_ELEMS, help=argparse.SUPPRESS)
-    parser.set_defaults(func=run)
-
-
-def add_parser(subparsers: Any) -> None:
-    """Register ``diff-bin`` on the ``gsurg`` subcommand parsers."""
-    parser = subparsers.add_parser(
-        "diff-bin",
-        help="compare two .bin files (or a .bin and a safetensors checkpoint) weight by weight",
-        description="Pair the weights of two ncnn .bin files by (layer, slot), then by position, or a .bin "
-        "and a safetensors checkpoint through --map, and report per pair: cosine, max |a-b| and where, "
-        "max relative difference, mean |a-b|, NaN/Inf counts, the first differing byte, and the minimum "
-        "atol/rtol that would pass |a-b| <= atol + rtol*|b|.",
-    )
-    _configure(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    if not 1 <= args.chunk <= MAX_CHUNK_ELEMS:
-        raise DiffUsageError(f"--chunk must be in 1..{MAX_CHUNK_ELEMS}")
-    report = diff_bins(
-        args.a,
-        args.b,
-        param_a=args.param_a,
-        param_b=args.param_b,
-        atol=args.atol,
-        rtol=args.rtol,
-        map_path=args.map,
-        chunk=args.chunk,
-    )
-    for warning in report.warnings:
-        print(f"gsurg: warning: {warning}", file=sys.stderr)
-    if args.format == "json":
-        print(json.dumps(report.to_json(), indent=2))
-    elif args.format == "md":
-        sys.stdout.write(render_md(report))
-    else:
-        sys.stdout.write(render_text(report))
-    return 1 if args.fail_on_diff and not report.passed else 0
-
-
-def main_diff(argv: Sequence[str] | None = None) -> int:
-    """``gsurg diff-bin`` on its own (tests, ``python -m graphsurgeon.check.diff_bin``): the CLI's own
-    entry, so exit codes and one-line errors are the same."""
-    from graphsurgeon.cli import main  # the CLI imports this module: import it only when called
-
-    return main(["diff-bin", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main_diff())

@@ -27,6 +27,7 @@ from typing import Protocol, TypeVar
 from graphsurgeon.errors import GsurgError, ParamBinError, ParamSyntaxError
 from graphsurgeon.formats.param_literals import ParseIssue
 from graphsurgeon.ir.graph import Graph
+from graphsurgeon.ir.names import fresh_name
 from graphsurgeon.ir.params import Param
 
 MAGIC = 7767517
@@ -185,7 +186,7 @@ def _add_layers(diag: Diagnostics, records: Sequence[R], place: Callable[[R, int
             else:
                 tops.append(top)
                 continue
-            tops.append(_fresh_name(graph, top, tops))
+            tops.append(fresh_name(top, graph.blobs, tops, sep="#"))
             renamed += 1
         layer = graph.add_layer(rec.type, rec.name, rec.bottoms, tops, rec.params)
         layer.line = rec.line
@@ -201,11 +202,3 @@ def _consequence(form: str) -> str:
             "is read"
         )
     return "ncnn gives the reader an empty orphan blob"
-
-
-def _fresh_name(graph: Graph, name: str, taken: Sequence[str]) -> str:
-    """``name#2`` (or the next free number) for a top that must not reuse ``name``."""
-    n = 2
-    while f"{name}#{n}" in graph.blobs or f"{name}#{n}" in taken:
-        n += 1
-    return f"{name}#{n}"

@@ -1,0 +1,110 @@
+"""``gsurg apply``, ``gsurg verify`` and ``gsurg schema``: running rule files and checking their results."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from graphsurgeon.rewrite.apply import explain_rule, parse_sets, run_apply, summary
+from graphsurgeon.rewrite.loader import json_schema as rules_json_schema
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    sets = parse_sets(args.set or [])
+    if args.explain:
+        print(explain_rule(args.rules, args.explain, args.input, args.bin, sets, strict=args.strict))
+        return 0
+
+    def progress(message: str) -> None:
+        print(f"gsurg: {message}", file=sys.stderr)
+
+    runs = run_apply(
+        args.rules,
+        args.input,
+        args.bin,
+        sets,
+        args.out,
+        strict=args.strict,
+        dry_run=args.dry_run,
+        keep_work=args.keep_work,
+        progress=progress if args.verbose else None,
+    )
+    print(summary(runs))
+    print("dry run: nothing written" if args.dry_run else f"wrote {args.out or 'outputs.dir'}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from graphsurgeon.verify.run import VerifyOptions, run_verify  # ncnn and the reference load here
+
+    def progress(message: str) -> None:
+        if sys.stderr.isatty() or args.verbose:
+            print(f"gsurg: {message}", file=sys.stderr)
+
+    options = VerifyOptions(
+        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+        images=[Path(p) for p in args.image or []],
+        prompts=list(args.prompt or []),
+        tokens=args.tokens,
+        threads=args.threads,
+        progress=progress,
+    )
+    report = run_verify(Path(args.folder), options)
+    print(report.to_json() if args.format == "json" else report.to_text())
+    return report.exit_code
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(rules_json_schema())
+    return 0
+
+
+def register(sub: Any) -> None:
+    apply = sub.add_parser(
+        "apply",
+        help="run a rule file on a model (or the models it names)",
+        description="Load a YAML rule file, run each graph's rules in order (each to a fixed point, with "
+        "expected match counts), and write the results with their original file names into --out, with a "
+        "*.gsurg.json provenance sidecar.",
+    )
+    apply.add_argument("rules", help="the rule file (YAML)")
+    apply.add_argument("input", nargs="?", help="the model's .param, available to the rules as input 'model'")
+    apply.add_argument("--bin", help="the model's .bin")
+    apply.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a rule-file variable")
+    apply.add_argument("--out", help="output folder")
+    apply.add_argument(
+        "--strict", action="store_true", help="re-lint after every rule; stop at the first break"
+    )
+    apply.add_argument("--dry-run", action="store_true", help="run the rules, write nothing")
+    apply.add_argument(
+        "--explain", metavar="RULE", help="show every candidate layer of RULE and why it matched"
+    )
+    apply.add_argument(
+        "--keep-work", action="store_true", help="keep the work folder of pnnx exports (removed by default)"
+    )
+    apply.add_argument("-v", "--verbose", action="store_true", help="report each step on stderr")
+    apply.set_defaults(func=cmd_apply)
+
+    verify = sub.add_parser(
+        "verify",
+        help="run a converted model in the ncnn wheel against its PyTorch reference, stage by stage",
+        description="Load the models a rule file wrote (DIR/model.json names them and the verifier that "
+        "knows the model), run them with exact fp32 options beside the PyTorch reference, and print each "
+        "stage's cosine, max |diff| and NaN count, and greedy tokens side by side. Exit 1 when a stage is "
+        "below cosine 0.99999, has NaN/Inf, or tokens differ.",
+    )
+    verify.add_argument("folder", help="the output folder of gsurg apply")
+    verify.add_argument("--checkpoint", help="the reference checkpoint (default: the one converted)")
+    verify.add_argument("--image", action="append", help="an image (repeat for several)")
+    verify.add_argument("--prompt", action="append", help="a prompt (repeat for several)")
+    verify.add_argument("--tokens", type=int, default=32, help="greedy tokens per case (default 32)")
+    verify.add_argument("--threads", type=int, default=1)
+    verify.add_argument("--format", choices=["text", "json"], default="text")
+    verify.add_argument("-v", "--verbose", action="store_true", help="report each step on stderr")
+    verify.set_defaults(func=cmd_verify)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of the rule-file language")
+    schema.add_argument("what", choices=["rules"])
+    schema.set_defaults(func=cmd_schema)

@@ -1,0 +1,77 @@
+"""Dependencies run one way (hardening issue, item 13): lower layers never import higher ones, the package
+never imports tests or benchmarks, and benchmarks never import tests. Read from the sources' imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "graphsurgeon"
+#: Each layer may import only from layers at or below it.
+RANK = {
+    "errors": 0,
+    "resources": 0,
+    "plugins": 0,
+    "schema": 1,
+    "ir": 2,
+    "formats": 3,
+    "layout": 3,
+    "transforms": 3,
+    "synth": 4,
+    "check": 4,
+    "export": 4,
+    "rewrite": 5,
+    "verify": 5,
+    "testing": 8,  # test support drives the CLI
+    "cli": 7,
+}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "graphsurgeon" else None
+
+
+def test_every_package_module_has_a_layer() -> None:
+    tops = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir() if not p.name.startswith("_")}
+    tops.discard("py")
+    assert tops - {"__pycache__"} <= set(RANK), sorted(tops - set(RANK))
+
+
+def test_lower_layers_never_import_higher_ones() -> None:
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        own = rel.parts[0].removesuffix(".py")
+        if own not in RANK:
+            continue
+        for module in _imports(path):
+            if module.split(".")[0] in ("tests", "benchmarks", "examples"):
+                bad.append(f"{rel} imports {module}")
+            other = _layer(module)
+            if other is not None and other in RANK and RANK[other] > RANK[own]:
+                bad.append(f"{rel} ({own}) imports {module} ({other})")
+    assert bad == []
+
+
+def test_benchmarks_never_import_tests() -> None:
+    bad = [
+        f"{path.name} imports {module}"
+        for path in sorted((REPO / "benchmarks").glob("*.py"))
+        for module in _imports(path)
+        if module.split(".")[0] == "tests"
+    ]
+    assert bad == []
