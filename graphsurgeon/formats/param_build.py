@@ -186,7 +186,7 @@ def _add_layers(diag: Diagnostics, records: Sequence[R], place: Callable[[R, int
             else:
                 tops.append(top)
                 continue
-            tops.append(fresh_name(top, graph.blobs, tops, sep="#"))
+            tops.append(fresh_name(top, {top}, graph.blobs, tops, sep="#"))  # never the name itself
             renamed += 1
         layer = graph.add_layer(rec.type, rec.name, rec.bottoms, tops, rec.params)
         layer.line = rec.line
