@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from graphsurgeon.rewrite.loader import load_rule_file
 
 from graphsurgeon.cli import main
+from graphsurgeon.rewrite.loader import load_rule_file
 from graphsurgeon.rewrite.yaml_source import RuleFileError
 from tests.conftest import CORPUS, REPO
 
