@@ -37,6 +37,9 @@ from graphsurgeon.ir.weights import (
 from graphsurgeon.schema.catalog import ActiveWeight
 
 COPY_CHUNK = 8 << 20
+#: ncnn's ``ModelBin::load(int w, int type)`` counts a weight's elements in an int, and its multi-dim loads
+#: multiply the dims in int: a larger count wraps, and ncnn then fails or reads a different size.
+NCNN_MAX_ELEMENTS = 2**31 - 1
 _KNOWN_NONZERO_TAGS = {TAG_FP16: "fp16", TAG_BF16: "bf16", TAG_INT8: "int8", TAG_FP32_SCALED: "fp32-scaled"}
 
 
@@ -72,8 +75,8 @@ def planned_loads(graph: Graph) -> Iterator[tuple[Layer, ActiveWeight]]:
     """Every ``mb.load`` the graph's layers make, in file order, per the catalog.
 
     Custom layer types (not in the catalog) are taken to read nothing, as ncnn's base ``Layer::load_model``
-    does. Params that give a weight no elements (or a negative size) are an error naming the .param, since
-    ncnn cannot load such a layer.
+    does. Params that give a weight no elements (or a negative size), or more than ncnn's int element count
+    holds, are an error naming the .param, layer and weight, since ncnn cannot load such a layer.
     """
     for layer in graph.layers:
         spec = layer.spec
@@ -91,6 +94,15 @@ def planned_loads(graph: Graph) -> Iterator[tuple[Layer, ActiveWeight]]:
                 raise BinFormatError(
                     f"params give this weight {aw.count} elements (shape {list(aw.shape)}); "
                     "ncnn fails to load it",
+                    path=source,
+                    layer=layer.name,
+                    slot=aw.name,
+                )
+            if aw.count > NCNN_MAX_ELEMENTS:
+                raise BinFormatError(
+                    f"params give this weight {aw.count} elements (shape {list(aw.shape)}), more than the "
+                    f"{NCNN_MAX_ELEMENTS} ncnn can count (its loader takes an int element count, so the size "
+                    "wraps around and ncnn fails to load it or reads a different size)",
                     path=source,
                     layer=layer.name,
                     slot=aw.name,
