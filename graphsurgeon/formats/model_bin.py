@@ -19,6 +19,7 @@ import numpy as np
 
 from graphsurgeon.errors import BinFormatError, CatalogError
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_output
+from graphsurgeon.ir.encode import StorageOverflow, record_chunks
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import (
     TAG_BF16,
@@ -28,9 +29,7 @@ from graphsurgeon.ir.weights import (
     BinRegion,
     MappedBin,
     Storage,
-    StorageOverflow,
     Weight,
-    encode_chunks,
     record_size,
     storage_for_tag,
 )
@@ -295,13 +294,14 @@ def write_bin(
 ) -> list[WeightRecord]:
     """Write every layer's weights to ``path`` atomically.
 
-    Unchanged weights are copied byte for byte; new ones are encoded in their Weight's storage. Slots the
-    params do not load must hold no weight. The temporary file is walked again and compared with the plan
-    before it replaces ``path`` (together with the rest of ``group``, when given).
+    First every slot is checked (data present, element count, load type; slots the params do not load must
+    hold no weight), so nothing is written for a model that cannot be. Then unchanged weights are copied
+    byte for byte and new ones are encoded in their Weight's storage, in pieces of bounded size. The
+    temporary file is walked again and compared with the plan before it replaces ``path`` (together with
+    the rest of ``group``, when given).
     """
     target = os.fspath(path)
-    plan: list[WeightRecord] = []
-    expected_slots: dict[int, set[str]] = {}
+    plan, weights = _plan(graph, target)
 
     def check(tmp: str) -> None:
         with MappedBin(tmp) as mb:
@@ -312,40 +312,41 @@ def write_bin(
             )
 
     with atomic_output(target, check=check, group=group) as fh:
-        offset = 0
-        for layer, aw in planned_loads(graph):
-            expected_slots.setdefault(id(layer), set()).add(aw.name)
-            weight = _weight_for(layer, aw, target, offset)
+        for rec, weight in zip(plan, weights, strict=True):
             if weight.region is not None:
                 _copy_region(weight.region, fh)
-            else:
-                try:
-                    chunks = encode_chunks(weight.numpy(), weight.storage)
-                except StorageOverflow as err:
-                    raise BinFormatError(
-                        str(err), path=target, layer=layer.name, slot=aw.name, offset=offset
-                    ) from None
-                for chunk in chunks:
+                continue
+            try:
+                for chunk in record_chunks(weight):
                     fh.write(chunk)
-            plan.append(
-                WeightRecord(
-                    layer.name,
-                    layer.type,
-                    aw.name,
-                    offset,
-                    weight.tag,
-                    weight.storage,
-                    aw.shape,
-                    weight.nbytes,
-                )
-            )
-            offset += weight.nbytes
-        for layer in graph.layers:
-            stray = set(layer.weights) - expected_slots.get(id(layer), set())
-            if stray:
+            except StorageOverflow as err:
                 raise BinFormatError(
-                    f"holds weight(s) {sorted(stray)} that its params do not load",
-                    path=target,
-                    layer=layer.name,
-                )
+                    str(err), path=target, layer=rec.layer, slot=rec.slot, offset=rec.offset
+                ) from None
     return plan
+
+
+def _plan(graph: Graph, target: str) -> tuple[list[WeightRecord], list[Weight]]:
+    """Every record the graph's weights make, in file order, with the Weight that fills each one."""
+    plan: list[WeightRecord] = []
+    weights: list[Weight] = []
+    expected_slots: dict[int, set[str]] = {}
+    offset = 0
+    for layer, aw in planned_loads(graph):
+        expected_slots.setdefault(id(layer), set()).add(aw.name)
+        weight = _weight_for(layer, aw, target, offset)
+        rec = WeightRecord(
+            layer.name, layer.type, aw.name, offset, weight.tag, weight.storage, aw.shape, weight.nbytes
+        )
+        plan.append(rec)
+        weights.append(weight)
+        offset += weight.nbytes
+    for layer in graph.layers:
+        stray = set(layer.weights) - expected_slots.get(id(layer), set())
+        if stray:
+            raise BinFormatError(
+                f"holds weight(s) {sorted(stray)} that its params do not load",
+                path=target,
+                layer=layer.name,
+            )
+    return plan, weights
