@@ -1,22 +1,26 @@
-"""Writing weights in bounded pieces: new records are encoded chunk by chunk, and synthesized values do not
-depend on the chunking.
+"""Writing weights in bounded pieces: new records are encoded chunk by chunk, synthesized values do not depend
+on the chunking, and unchanged records are copied in one in-kernel copy per run of adjacent records.
 
 Oracles: numpy's own float16 conversion, a bfloat16 rounding written here on the integer bits (ties to even),
-and the record layout of ncnn-format.md §3.2 (tag, payload, zero padding to 4 bytes). The peak-RSS bound
-itself is measured in benchmarks/bench_core.py, not here.
+the record layout of ncnn-format.md §3.2 (tag, payload, zero padding to 4 bytes), and the source file's
+bytes. The peak-RSS bound itself is measured in benchmarks/bench_core.py, not here.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from graphsurgeon.formats.param_text import parse_param_text
+from graphsurgeon.formats.model_bin import read_bin, write_bin
+from graphsurgeon.formats.param_text import parse_param_text, read_param_text
 from graphsurgeon.ir.encode import StorageOverflow, record_chunks
 from graphsurgeon.ir.weights import Storage, Weight
 from graphsurgeon.synth import synthesize_weights
+from tests.conftest import CORPUS
 
 N = 10_007  # odd and prime: no chunk size divides it, and 2-byte storages need padding
 LIMIT = 1000
@@ -124,3 +128,60 @@ def test_synthesized_values_do_not_depend_on_the_chunk_size(storage: Storage) ->
     whole = weight.numpy().reshape(-1)
     assert whole.std() > 0.01 and np.isfinite(whole).all()
     assert records[1 << 20] == record_by_hand(whole, storage)
+
+
+def counted(monkeypatch: pytest.MonkeyPatch, name: str, refuse: bool) -> list[int]:
+    """Count calls of os.<name>; with ``refuse``, copy_file_range fails as on a filesystem without it."""
+    calls: list[int] = []
+    real = getattr(os, name)
+
+    def wrapper(*args: object) -> object:
+        calls.append(1)
+        if refuse:
+            raise OSError(18, "Invalid cross-device link")
+        return real(*args)
+
+    monkeypatch.setattr(os, name, wrapper)
+    return calls
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["copy_file_range", "pread-fallback"])
+def test_an_unchanged_model_is_copied_in_one_run(
+    kernel: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    param = CORPUS / "ncnn-assets" / "squeezenet_v1.1.param"  # 52 records, 4.7 MiB: under one 8 MiB pread
+    graph = read_param_text(param)
+    records = read_bin(graph, param.with_suffix(".bin"))
+    assert len(records) > 50
+    copies = counted(monkeypatch, "copy_file_range", refuse=not kernel)
+    preads = counted(monkeypatch, "pread", refuse=False)
+    write_bin(graph, tmp_path / "o.bin")
+    assert (tmp_path / "o.bin").read_bytes() == param.with_suffix(".bin").read_bytes()
+    assert (len(copies), len(preads)) == ((1, 0) if kernel else (1, 1))
+
+
+THREE_FC = (
+    "7767517\n4 4\nInput in 0 1 x 0=2\nInnerProduct a 1 1 x y 0=2 1=1 2=4\n"
+    "InnerProduct b 1 1 y z 0=2 1=1 2=4\nInnerProduct c 1 1 z w 0=2 1=1 2=4\n"
+)
+
+
+def test_a_changed_weight_splits_the_copy_around_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "in.bin"  # per layer: tag 0, 4 fp32 weights, 2 raw fp32 biases (28 bytes)
+    weights = [np.arange(4, dtype="<f4") + 10 * i for i in range(3)]
+    biases = [np.array([i, -i], dtype="<f4") for i in range(3)]
+    src.write_bytes(
+        b"".join(b"\0\0\0\0" + w.tobytes() + b.tobytes() for w, b in zip(weights, biases, strict=True))
+    )
+    graph = parse_param_text(THREE_FC)
+    read_bin(graph, src)
+    new = np.array([0.5, 1.5, 2.5, 3.5], dtype=np.float32)
+    graph.layer("b").weights["weight"] = Weight.from_array(new, load_type=0, storage=Storage.FP16)
+    copies = counted(monkeypatch, "copy_file_range", refuse=False)
+    write_bin(graph, tmp_path / "o.bin")
+    raw = src.read_bytes()
+    fp16_record = bytes.fromhex("476b3001") + new.astype("<f2").tobytes()
+    assert (tmp_path / "o.bin").read_bytes() == raw[:28] + fp16_record + raw[48:]
+    assert len(copies) == 2  # layer a's two records; then b's bias and all of c, adjacent in the source

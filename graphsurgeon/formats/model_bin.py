@@ -13,12 +13,13 @@ import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 from graphsurgeon.errors import BinFormatError, CatalogError
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_output
+from graphsurgeon.formats.record_copy import RecordCopier
 from graphsurgeon.ir.encode import StorageOverflow, record_chunks
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import (
@@ -35,7 +36,6 @@ from graphsurgeon.ir.weights import (
 )
 from graphsurgeon.schema.catalog import ActiveWeight
 
-COPY_CHUNK = 8 << 20
 #: ncnn's ``ModelBin::load(int w, int type)`` counts a weight's elements in an int, and its multi-dim loads
 #: multiply the dims in int: a larger count wraps, and ncnn then fails or reads a different size.
 NCNN_MAX_ELEMENTS = 2**31 - 1
@@ -241,32 +241,6 @@ def walk_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
         raise BinFormatError(f"cannot read: {err.strerror}", path=os.fspath(path)) from None
 
 
-def _copy_region(region: BinRegion, out: BinaryIO) -> None:
-    """Copy an unchanged record into ``out`` in the kernel (copy_file_range), falling back to pread in
-    chunks where that is unsupported; neither touches the memory map, so RSS stays flat."""
-    out.flush()
-    fd = os.open(region.file.path, os.O_RDONLY)
-    try:
-        done, in_kernel = 0, hasattr(os, "copy_file_range")
-        while done < region.nbytes:
-            n = 0
-            if in_kernel:
-                try:
-                    n = os.copy_file_range(fd, out.fileno(), region.nbytes - done, region.offset + done)
-                except OSError:
-                    in_kernel = False
-            if not in_kernel:
-                chunk = os.pread(fd, min(COPY_CHUNK, region.nbytes - done), region.offset + done)
-                out.write(chunk)
-                out.flush()
-                n = len(chunk)
-            if n == 0:
-                raise BinFormatError("source .bin shrank while it was being copied", path=region.file.path)
-            done += n
-    finally:
-        os.close(fd)
-
-
 def _weight_for(layer: Layer, aw: ActiveWeight, path: str, offset: int) -> Weight:
     where = _Where(path, layer.name, aw.name, offset)
     weight = layer.weights.get(aw.name)
@@ -296,9 +270,9 @@ def write_bin(
 
     First every slot is checked (data present, element count, load type; slots the params do not load must
     hold no weight), so nothing is written for a model that cannot be. Then unchanged weights are copied
-    byte for byte and new ones are encoded in their Weight's storage, in pieces of bounded size. The
-    temporary file is walked again and compared with the plan before it replaces ``path`` (together with
-    the rest of ``group``, when given).
+    byte for byte (runs of adjacent records in one in-kernel copy) and new ones are encoded in their
+    Weight's storage, in pieces of bounded size. The temporary file is walked again and compared with the
+    plan before it replaces ``path`` (together with the rest of ``group``, when given).
     """
     target = os.fspath(path)
     plan, weights = _plan(graph, target)
@@ -312,10 +286,12 @@ def write_bin(
             )
 
     with atomic_output(target, check=check, group=group) as fh:
+        copier = RecordCopier(fh)
         for rec, weight in zip(plan, weights, strict=True):
             if weight.region is not None:
-                _copy_region(weight.region, fh)
+                copier.add(weight.region)
                 continue
+            copier.flush()
             try:
                 for chunk in record_chunks(weight):
                     fh.write(chunk)
@@ -323,6 +299,7 @@ def write_bin(
                 raise BinFormatError(
                     str(err), path=target, layer=rec.layer, slot=rec.slot, offset=rec.offset
                 ) from None
+        copier.flush()
     return plan
 
 
