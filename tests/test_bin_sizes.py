@@ -3,7 +3,7 @@
 Each command runs in a child process whose file-size limit (RLIMIT_FSIZE) is 64 MiB, with SIGXFSZ ignored, and
 whose address space is limited to 4 GiB: a writer that started writing anyway fails there with EFBIG, and one
 that allocates the whole weight fails with MemoryError, instead of filling the disk or the machine's memory.
-Oracle: the ncnn wheel, for ncnn's element-count limit.
+Oracles: the OS (``os.statvfs`` of the output's folder) and, for ncnn's element-count limit, the ncnn wheel.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from tests.conftest import REPO
 
 FSIZE_LIMIT = 64 << 20
 AS_LIMIT = 4 << 30
+RMSNORM_MAX = 2**31 - 1  # the largest int param: 2147483647 fp32 gammas, 8 GiB, loaded raw (no tag)
 
 
 def limited() -> None:
@@ -41,6 +42,30 @@ def gsurg(*argv: str) -> subprocess.CompletedProcess[str]:
         env=env,
         check=False,
     )
+
+
+def free_bytes(folder: Path) -> int:
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+def test_a_bin_larger_than_the_free_space_is_refused_before_writing(tmp_path: Path) -> None:
+    record = 4 * RMSNORM_MAX
+    layers = (2 * free_bytes(tmp_path) + (16 << 30)) // record + 1  # twice the free space, and then some
+    lines = [f"RMSNorm rms{i} 1 1 x{i} x{i + 1} 0={RMSNORM_MAX}" for i in range(layers)]
+    param = tmp_path / "huge.param"
+    param.write_text(f"7767517\n{layers + 1} {layers + 1}\nInput in 0 1 x0\n" + "\n".join(lines) + "\n")
+    out = tmp_path / "out" / "huge.bin"
+    done = gsurg("synth-bin", str(param), "-o", str(out))
+    total = layers * record
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"gsurg: error: {param}: its weights take {total} bytes (")
+    assert f"but {out.parent} has " in line and " free; " in line
+    assert line.endswith(
+        f"the largest is layer rms0, weight gamma: {record} bytes (raw, shape [{RMSNORM_MAX}])"
+    )
+    assert os.listdir(out.parent) == []  # not even a temporary file
 
 
 def test_a_weight_ncnn_cannot_count_is_refused_naming_layer_and_weight(tmp_path: Path) -> None:
@@ -72,3 +97,13 @@ def test_a_weight_ncnn_cannot_count_is_refused_naming_layer_and_weight(tmp_path:
         assert line.startswith(f"gsurg: error: {param}, layer md, weight data: params give this weight ")
         assert f"{w * h} elements (shape [{w * h}]), more than the 2147483647 ncnn can count" in line, line
     assert sorted(os.listdir(tmp_path)) == ["md.param", "wrapped.bin"]
+
+
+def test_a_write_that_fails_midway_names_the_output_and_leaves_nothing(tmp_path: Path) -> None:
+    param = tmp_path / "m.param"  # 100 MB of weights: past the child's 64 MiB file-size limit
+    param.write_text("7767517\n2 2\nInput in 0 1 x\nRMSNorm rms 1 1 x y 0=25000000\n")
+    out = tmp_path / "out" / "m.bin"
+    done = gsurg("synth-bin", str(param), "-o", str(out))
+    assert done.returncode == 2, done
+    assert done.stderr.splitlines() == [f"gsurg: error: {out}: cannot write: File too large"]
+    assert os.listdir(out.parent) == []

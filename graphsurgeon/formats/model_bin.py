@@ -10,6 +10,7 @@ file is moved into place.
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from graphsurgeon.errors import BinFormatError, CatalogError
+from graphsurgeon.errors import BinFormatError, CatalogError, OutputSpaceError
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_output
 from graphsurgeon.formats.record_copy import RecordCopier
 from graphsurgeon.ir.encode import StorageOverflow, record_chunks
@@ -269,13 +270,15 @@ def write_bin(
     """Write every layer's weights to ``path`` atomically.
 
     First every slot is checked (data present, element count, load type; slots the params do not load must
-    hold no weight), so nothing is written for a model that cannot be. Then unchanged weights are copied
-    byte for byte (runs of adjacent records in one in-kernel copy) and new ones are encoded in their
-    Weight's storage, in pieces of bounded size. The temporary file is walked again and compared with the
-    plan before it replaces ``path`` (together with the rest of ``group``, when given).
+    hold no weight) and the total size is checked against the free space of the destination's filesystem,
+    so nothing is written for a model that cannot be. Then unchanged weights are copied byte for byte (runs
+    of adjacent records in one in-kernel copy) and new ones are encoded in their Weight's storage, in pieces
+    of bounded size. The temporary file is walked again and compared with the plan before it replaces
+    ``path`` (together with the rest of ``group``, when given).
     """
     target = os.fspath(path)
     plan, weights = _plan(graph, target)
+    _check_room(graph, plan, target)
 
     def check(tmp: str) -> None:
         with MappedBin(tmp) as mb:
@@ -285,21 +288,24 @@ def write_bin(
                 "re-walk of the written file disagrees with the plan (a writer bug)", path=target
             )
 
-    with atomic_output(target, check=check, group=group) as fh:
-        copier = RecordCopier(fh)
-        for rec, weight in zip(plan, weights, strict=True):
-            if weight.region is not None:
-                copier.add(weight.region)
-                continue
+    try:
+        with atomic_output(target, check=check, group=group) as fh:
+            copier = RecordCopier(fh)
+            for rec, weight in zip(plan, weights, strict=True):
+                if weight.region is not None:
+                    copier.add(weight.region)
+                    continue
+                copier.flush()
+                try:
+                    for chunk in record_chunks(weight):
+                        fh.write(chunk)
+                except StorageOverflow as err:
+                    raise BinFormatError(
+                        str(err), path=target, layer=rec.layer, slot=rec.slot, offset=rec.offset
+                    ) from None
             copier.flush()
-            try:
-                for chunk in record_chunks(weight):
-                    fh.write(chunk)
-            except StorageOverflow as err:
-                raise BinFormatError(
-                    str(err), path=target, layer=rec.layer, slot=rec.slot, offset=rec.offset
-                ) from None
-        copier.flush()
+    except OSError as err:  # e.g. the disk filled up after all (other writers): the temporary file is gone
+        raise BinFormatError(f"cannot write: {err.strerror}", path=target) from None
     return plan
 
 
@@ -327,3 +333,25 @@ def _plan(graph: Graph, target: str) -> tuple[list[WeightRecord], list[Weight]]:
                 layer=layer.name,
             )
     return plan, weights
+
+
+def _check_room(graph: Graph, plan: list[WeightRecord], target: str) -> None:
+    """Refuse, before writing, a .bin larger than the free space of the destination's filesystem."""
+    total = sum(r.nbytes for r in plan)
+    folder = os.path.dirname(os.path.abspath(target))
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # the folder cannot be examined: creating the output reports why
+    if total <= free:
+        return
+    big = max(plan, key=lambda r: r.nbytes)
+    raise OutputSpaceError(
+        f"{graph.source or '<param>'}: its weights take {total} bytes ({_gib(total)}) but {folder} has "
+        f"{free} bytes ({_gib(free)}) free; the largest is layer {big.layer}, weight {big.slot}: "
+        f"{big.nbytes} bytes ({big.storage.value}, shape {list(big.shape)})"
+    )
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB"
