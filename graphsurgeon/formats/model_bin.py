@@ -148,13 +148,18 @@ def _nearby_tag(mb: MappedBin, offset: int) -> str:
     return "; the previous weight is probably 4 bytes short, or this slot's tag is missing"
 
 
-def walk_records(graph: Graph, mb: MappedBin) -> list[WeightRecord]:
-    """Walk ``mb`` as ncnn's loader would for ``graph``; raise BinFormatError unless it ends at EOF."""
+Loads = list[tuple[Layer, ActiveWeight]]
+
+
+def walk_records(graph: Graph, mb: MappedBin, loads: Loads | None = None) -> list[WeightRecord]:
+    """Walk ``mb`` as ncnn's loader would for ``graph``; raise BinFormatError unless it ends at EOF.
+    ``loads`` is ``list(planned_loads(graph))`` when the caller already has it (the catalog is then not
+    evaluated again); the tags and sizes always come from the file."""
     records: list[WeightRecord] = []
     offset = 0
     size = mb.size
     last: WeightRecord | None = None
-    for layer, aw in planned_loads(graph):
+    for layer, aw in planned_loads(graph) if loads is None else loads:
         where = _Where(mb.path, layer.name, aw.name, offset)
         count = aw.count
         tag: int | None = None
@@ -218,11 +223,12 @@ def read_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
     except OSError as err:
         raise BinFormatError(f"cannot read: {err.strerror}", path=os.fspath(path)) from None
     try:
-        records = walk_records(graph, mb)
+        loads = list(planned_loads(graph))
+        records = walk_records(graph, mb, loads)
     except BaseException:
         mb.close()
         raise
-    for (layer, _), rec in zip(planned_loads(graph), records, strict=True):  # the walk follows the plan
+    for (layer, _), rec in zip(loads, records, strict=True):  # the walk follows the plan
         layer.weights[rec.slot] = Weight(
             load_type=0 if rec.tag is not None else (1 if rec.storage is Storage.RAW else 3),
             storage=rec.storage,
@@ -277,12 +283,13 @@ def write_bin(
     ``path`` (together with the rest of ``group``, when given).
     """
     target = os.fspath(path)
-    plan, weights = _plan(graph, target)
+    loads = list(planned_loads(graph))
+    plan, weights = _plan(graph, loads, target)
     _check_room(graph, plan, target)
 
     def check(tmp: str) -> None:
         with MappedBin(tmp) as mb:
-            walked = walk_records(graph, mb)
+            walked = walk_records(graph, mb, loads)
         if [(r.offset, r.tag, r.nbytes) for r in walked] != [(r.offset, r.tag, r.nbytes) for r in plan]:
             raise BinFormatError(
                 "re-walk of the written file disagrees with the plan (a writer bug)", path=target
@@ -309,13 +316,13 @@ def write_bin(
     return plan
 
 
-def _plan(graph: Graph, target: str) -> tuple[list[WeightRecord], list[Weight]]:
+def _plan(graph: Graph, loads: Loads, target: str) -> tuple[list[WeightRecord], list[Weight]]:
     """Every record the graph's weights make, in file order, with the Weight that fills each one."""
     plan: list[WeightRecord] = []
     weights: list[Weight] = []
     expected_slots: dict[int, set[str]] = {}
     offset = 0
-    for layer, aw in planned_loads(graph):
+    for layer, aw in loads:
         expected_slots.setdefault(id(layer), set()).add(aw.name)
         weight = _weight_for(layer, aw, target, offset)
         rec = WeightRecord(
