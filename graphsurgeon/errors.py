@@ -71,6 +71,10 @@ class EmitError(GsurgError):
     """The IR holds something the safe-writer rules cannot express (inf/nan, overlong value, …)."""
 
 
+class OutputSpaceError(GsurgError):
+    """An output that cannot fit where it is to be written (checked before anything is written)."""
+
+
 TORCHSCRIPT_PREAMBLE = "The following operation failed in the TorchScript interpreter"
 
 

@@ -12,7 +12,8 @@ import pytest
 
 import graphsurgeon
 from graphsurgeon.errors import GsurgError
-from graphsurgeon.ir.weights import Storage, StorageOverflow, encode_chunks
+from graphsurgeon.ir.encode import StorageOverflow, record_chunks
+from graphsurgeon.ir.weights import Storage, Weight
 from graphsurgeon.transforms import TransformError, parse_transform
 
 
@@ -37,6 +38,9 @@ def test_transform_and_overflow_errors_carry_their_fields() -> None:
     with pytest.raises(TransformError, match="unknown transform 'flip'"):
         parse_transform({"flip": 1})
     with pytest.raises(StorageOverflow) as err:
-        encode_chunks(np.array([1.0, 7e4, -8e4], dtype=np.float32), Storage.FP16)
+        weight = Weight.from_array(
+            np.array([1.0, 7e4, -8e4], dtype=np.float32), load_type=0, storage=Storage.FP16
+        )
+        list(record_chunks(weight))
     assert (err.value.count, err.value.first_index, err.value.first_value) == (2, 1, 70000.0)
     assert err.value.storage is Storage.FP16

@@ -10,15 +10,18 @@ file is moved into place.
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
-from graphsurgeon.errors import BinFormatError, CatalogError
+from graphsurgeon.errors import BinFormatError, CatalogError, OutputSpaceError
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_output
+from graphsurgeon.formats.record_copy import RecordCopier
+from graphsurgeon.ir.encode import StorageOverflow, record_chunks
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import (
     TAG_BF16,
@@ -28,15 +31,15 @@ from graphsurgeon.ir.weights import (
     BinRegion,
     MappedBin,
     Storage,
-    StorageOverflow,
     Weight,
-    encode_chunks,
     record_size,
     storage_for_tag,
 )
 from graphsurgeon.schema.catalog import ActiveWeight
 
-COPY_CHUNK = 8 << 20
+#: ncnn's ``ModelBin::load(int w, int type)`` counts a weight's elements in an int, and its multi-dim loads
+#: multiply the dims in int: a larger count wraps, and ncnn then fails or reads a different size.
+NCNN_MAX_ELEMENTS = 2**31 - 1
 _KNOWN_NONZERO_TAGS = {TAG_FP16: "fp16", TAG_BF16: "bf16", TAG_INT8: "int8", TAG_FP32_SCALED: "fp32-scaled"}
 
 
@@ -72,8 +75,8 @@ def planned_loads(graph: Graph) -> Iterator[tuple[Layer, ActiveWeight]]:
     """Every ``mb.load`` the graph's layers make, in file order, per the catalog.
 
     Custom layer types (not in the catalog) are taken to read nothing, as ncnn's base ``Layer::load_model``
-    does. Params that give a weight no elements (or a negative size) are an error naming the .param, since
-    ncnn cannot load such a layer.
+    does. Params that give a weight no elements (or a negative size), or more than ncnn's int element count
+    holds, are an error naming the .param, layer and weight, since ncnn cannot load such a layer.
     """
     for layer in graph.layers:
         spec = layer.spec
@@ -91,6 +94,15 @@ def planned_loads(graph: Graph) -> Iterator[tuple[Layer, ActiveWeight]]:
                 raise BinFormatError(
                     f"params give this weight {aw.count} elements (shape {list(aw.shape)}); "
                     "ncnn fails to load it",
+                    path=source,
+                    layer=layer.name,
+                    slot=aw.name,
+                )
+            if aw.count > NCNN_MAX_ELEMENTS:
+                raise BinFormatError(
+                    f"params give this weight {aw.count} elements (shape {list(aw.shape)}), more than the "
+                    f"{NCNN_MAX_ELEMENTS} ncnn can count (its loader takes an int element count, so the size "
+                    "wraps around and ncnn fails to load it or reads a different size)",
                     path=source,
                     layer=layer.name,
                     slot=aw.name,
@@ -136,13 +148,18 @@ def _nearby_tag(mb: MappedBin, offset: int) -> str:
     return "; the previous weight is probably 4 bytes short, or this slot's tag is missing"
 
 
-def walk_records(graph: Graph, mb: MappedBin) -> list[WeightRecord]:
-    """Walk ``mb`` as ncnn's loader would for ``graph``; raise BinFormatError unless it ends at EOF."""
+Loads = list[tuple[Layer, ActiveWeight]]
+
+
+def walk_records(graph: Graph, mb: MappedBin, loads: Loads | None = None) -> list[WeightRecord]:
+    """Walk ``mb`` as ncnn's loader would for ``graph``; raise BinFormatError unless it ends at EOF.
+    ``loads`` is ``list(planned_loads(graph))`` when the caller already has it (the catalog is then not
+    evaluated again); the tags and sizes always come from the file."""
     records: list[WeightRecord] = []
     offset = 0
     size = mb.size
     last: WeightRecord | None = None
-    for layer, aw in planned_loads(graph):
+    for layer, aw in planned_loads(graph) if loads is None else loads:
         where = _Where(mb.path, layer.name, aw.name, offset)
         count = aw.count
         tag: int | None = None
@@ -206,11 +223,12 @@ def read_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
     except OSError as err:
         raise BinFormatError(f"cannot read: {err.strerror}", path=os.fspath(path)) from None
     try:
-        records = walk_records(graph, mb)
+        loads = list(planned_loads(graph))
+        records = walk_records(graph, mb, loads)
     except BaseException:
         mb.close()
         raise
-    for (layer, _), rec in zip(planned_loads(graph), records, strict=True):  # the walk follows the plan
+    for (layer, _), rec in zip(loads, records, strict=True):  # the walk follows the plan
         layer.weights[rec.slot] = Weight(
             load_type=0 if rec.tag is not None else (1 if rec.storage is Storage.RAW else 3),
             storage=rec.storage,
@@ -228,32 +246,6 @@ def walk_bin(graph: Graph, path: str | os.PathLike[str]) -> list[WeightRecord]:
             return walk_records(graph, mb)
     except OSError as err:
         raise BinFormatError(f"cannot read: {err.strerror}", path=os.fspath(path)) from None
-
-
-def _copy_region(region: BinRegion, out: BinaryIO) -> None:
-    """Copy an unchanged record into ``out`` in the kernel (copy_file_range), falling back to pread in
-    chunks where that is unsupported; neither touches the memory map, so RSS stays flat."""
-    out.flush()
-    fd = os.open(region.file.path, os.O_RDONLY)
-    try:
-        done, in_kernel = 0, hasattr(os, "copy_file_range")
-        while done < region.nbytes:
-            n = 0
-            if in_kernel:
-                try:
-                    n = os.copy_file_range(fd, out.fileno(), region.nbytes - done, region.offset + done)
-                except OSError:
-                    in_kernel = False
-            if not in_kernel:
-                chunk = os.pread(fd, min(COPY_CHUNK, region.nbytes - done), region.offset + done)
-                out.write(chunk)
-                out.flush()
-                n = len(chunk)
-            if n == 0:
-                raise BinFormatError("source .bin shrank while it was being copied", path=region.file.path)
-            done += n
-    finally:
-        os.close(fd)
 
 
 def _weight_for(layer: Layer, aw: ActiveWeight, path: str, offset: int) -> Weight:
@@ -283,57 +275,90 @@ def write_bin(
 ) -> list[WeightRecord]:
     """Write every layer's weights to ``path`` atomically.
 
-    Unchanged weights are copied byte for byte; new ones are encoded in their Weight's storage. Slots the
-    params do not load must hold no weight. The temporary file is walked again and compared with the plan
-    before it replaces ``path`` (together with the rest of ``group``, when given).
+    First every slot is checked (data present, element count, load type; slots the params do not load must
+    hold no weight) and the total size is checked against the free space of the destination's filesystem,
+    so nothing is written for a model that cannot be. Then unchanged weights are copied byte for byte (runs
+    of adjacent records in one in-kernel copy) and new ones are encoded in their Weight's storage, in pieces
+    of bounded size. The temporary file is walked again and compared with the plan before it replaces
+    ``path`` (together with the rest of ``group``, when given).
     """
     target = os.fspath(path)
-    plan: list[WeightRecord] = []
-    expected_slots: dict[int, set[str]] = {}
+    loads = list(planned_loads(graph))
+    plan, weights = _plan(graph, loads, target)
+    _check_room(graph, plan, target)
 
     def check(tmp: str) -> None:
         with MappedBin(tmp) as mb:
-            walked = walk_records(graph, mb)
+            walked = walk_records(graph, mb, loads)
         if [(r.offset, r.tag, r.nbytes) for r in walked] != [(r.offset, r.tag, r.nbytes) for r in plan]:
             raise BinFormatError(
                 "re-walk of the written file disagrees with the plan (a writer bug)", path=target
             )
 
-    with atomic_output(target, check=check, group=group) as fh:
-        offset = 0
-        for layer, aw in planned_loads(graph):
-            expected_slots.setdefault(id(layer), set()).add(aw.name)
-            weight = _weight_for(layer, aw, target, offset)
-            if weight.region is not None:
-                _copy_region(weight.region, fh)
-            else:
+    try:
+        with atomic_output(target, check=check, group=group) as fh:
+            copier = RecordCopier(fh)
+            for rec, weight in zip(plan, weights, strict=True):
+                if weight.region is not None:
+                    copier.add(weight.region)
+                    continue
+                copier.flush()
                 try:
-                    chunks = encode_chunks(weight.numpy(), weight.storage)
+                    for chunk in record_chunks(weight):
+                        fh.write(chunk)
                 except StorageOverflow as err:
                     raise BinFormatError(
-                        str(err), path=target, layer=layer.name, slot=aw.name, offset=offset
+                        str(err), path=target, layer=rec.layer, slot=rec.slot, offset=rec.offset
                     ) from None
-                for chunk in chunks:
-                    fh.write(chunk)
-            plan.append(
-                WeightRecord(
-                    layer.name,
-                    layer.type,
-                    aw.name,
-                    offset,
-                    weight.tag,
-                    weight.storage,
-                    aw.shape,
-                    weight.nbytes,
-                )
-            )
-            offset += weight.nbytes
-        for layer in graph.layers:
-            stray = set(layer.weights) - expected_slots.get(id(layer), set())
-            if stray:
-                raise BinFormatError(
-                    f"holds weight(s) {sorted(stray)} that its params do not load",
-                    path=target,
-                    layer=layer.name,
-                )
+            copier.flush()
+    except OSError as err:  # e.g. the disk filled up after all (other writers): the temporary file is gone
+        raise BinFormatError(f"cannot write: {err.strerror}", path=target) from None
     return plan
+
+
+def _plan(graph: Graph, loads: Loads, target: str) -> tuple[list[WeightRecord], list[Weight]]:
+    """Every record the graph's weights make, in file order, with the Weight that fills each one."""
+    plan: list[WeightRecord] = []
+    weights: list[Weight] = []
+    expected_slots: dict[int, set[str]] = {}
+    offset = 0
+    for layer, aw in loads:
+        expected_slots.setdefault(id(layer), set()).add(aw.name)
+        weight = _weight_for(layer, aw, target, offset)
+        rec = WeightRecord(
+            layer.name, layer.type, aw.name, offset, weight.tag, weight.storage, aw.shape, weight.nbytes
+        )
+        plan.append(rec)
+        weights.append(weight)
+        offset += weight.nbytes
+    for layer in graph.layers:
+        stray = set(layer.weights) - expected_slots.get(id(layer), set())
+        if stray:
+            raise BinFormatError(
+                f"holds weight(s) {sorted(stray)} that its params do not load",
+                path=target,
+                layer=layer.name,
+            )
+    return plan, weights
+
+
+def _check_room(graph: Graph, plan: list[WeightRecord], target: str) -> None:
+    """Refuse, before writing, a .bin larger than the free space of the destination's filesystem."""
+    total = sum(r.nbytes for r in plan)
+    folder = os.path.dirname(os.path.abspath(target))
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # the folder cannot be examined: creating the output reports why
+    if total <= free:
+        return
+    big = max(plan, key=lambda r: r.nbytes)
+    raise OutputSpaceError(
+        f"{graph.source or '<param>'}: its weights take {total} bytes ({_gib(total)}) but {folder} has "
+        f"{free} bytes ({_gib(free)}) free; the largest is layer {big.layer}, weight {big.slot}: "
+        f"{big.nbytes} bytes ({big.storage.value}, shape {list(big.shape)})"
+    )
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB"

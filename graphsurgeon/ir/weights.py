@@ -1,8 +1,9 @@
-"""Weights as lazy views: a record in a memory-mapped .bin, or a new array a transform made.
+"""Weights as lazy views: a record in a memory-mapped .bin, a new array, or values made on demand.
 
 A weight record is what one ``ModelBin::load`` call consumes: for load type 0 a 4-byte tag and the payload it
 selects (padded to 4 bytes), for type 1 plain fp32, for types 3/4/6/8 raw bytes padded to 4. Unchanged
-records are written back byte for byte; nothing is decoded until ``numpy()`` is called.
+records are written back byte for byte; nothing is decoded until ``numpy()`` or ``pieces()`` is called.
+Encoding new values into record bytes is ``graphsurgeon.ir.encode``.
 """
 
 from __future__ import annotations
@@ -12,19 +13,19 @@ import math
 import mmap
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-
-from graphsurgeon.errors import GsurgError
 
 TAG_FP32 = 0x00000000
 TAG_FP16 = 0x01306B47
 TAG_BF16 = 0x01348B83
 TAG_INT8 = 0x000D4B38
 TAG_FP32_SCALED = 0x0002C056
+#: Elements per piece when a weight's values are drawn in pieces (``Weight.pieces``): 4 MiB of float32.
+PIECE_ELEMS = 1 << 20
 #: Legacy 256-entry quantization tables: ncnn takes any other tag with a nonzero byte sum as one. The writers
 #: that made them (caffe2ncnn and friends) used small tag values, so only tags below 256 are accepted as
 #: tables; anything else is reported as an unknown tag, since it is almost always misaligned data.
@@ -109,6 +110,10 @@ class MappedBin:
         self.size = st.st_size
         self._mm = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) if self.size else None
 
+    def fileno(self) -> int:
+        """The read-only descriptor the map was made from (for in-kernel copies with explicit offsets)."""
+        return self._fd
+
     def buffer(self) -> memoryview:
         return memoryview(self._mm) if self._mm is not None else memoryview(b"")
 
@@ -146,13 +151,16 @@ class BinRegion:
 
 
 class Weight:
-    """One weight slot's data: a lazy record in a .bin, or a new array.
+    """One weight slot's data: a lazy record in a .bin, a new array, or new values made on demand.
 
     ``shape`` is the load shape in numpy order (the product is the element count the layer reads).
     ``storage`` says how it is (or will be) stored; ``region`` is set only for an unchanged record.
+    A new weight's values come from exactly one of: ``array`` (held), ``make`` (a function computing the
+    whole array, called on every read) or ``blocks`` (a function yielding the flat values as consecutive
+    blocks of bounded size, called on every read; see ``streamed``).
     """
 
-    __slots__ = ("_array", "_make", "load_type", "region", "shape", "storage", "tag")
+    __slots__ = ("_array", "_blocks", "_make", "load_type", "region", "shape", "storage", "tag")
 
     def __init__(
         self,
@@ -163,16 +171,18 @@ class Weight:
         region: BinRegion | None = None,
         array: np.ndarray | None = None,
         make: Callable[[], np.ndarray] | None = None,
+        blocks: Callable[[], Iterator[np.ndarray]] | None = None,
         tag: int | None = None,
     ) -> None:
-        if sum(x is not None for x in (region, array, make)) != 1:
-            raise ValueError("a Weight has exactly one of region, array and make")
+        if sum(x is not None for x in (region, array, make, blocks)) != 1:
+            raise ValueError("a Weight has exactly one of region, array, make and blocks")
         self.load_type = load_type
         self.storage = storage
         self.shape = tuple(int(d) for d in shape)
         self.region = region
         self._array = array
         self._make = make
+        self._blocks = blocks
         self.tag = tag if tag is not None else storage.tag
 
     @classmethod
@@ -191,9 +201,25 @@ class Weight:
     def lazy(
         cls, make: Callable[[], np.ndarray], *, shape: tuple[int, ...], load_type: int, storage: Storage
     ) -> Weight:
-        """A new weight computed on demand by ``make`` and never cached, so writing a large model holds one
-        weight at a time."""
+        """A new weight computed whole on demand by ``make`` and never cached, so writing a large model holds
+        one weight at a time. For values that are a function of a whole tensor (a transpose, a checkpoint
+        read): the writer then holds that array once and encodes it in bounded pieces."""
         return cls(load_type=load_type, storage=storage, shape=shape, make=make)
+
+    @classmethod
+    def streamed(
+        cls,
+        blocks: Callable[[], Iterator[np.ndarray]],
+        *,
+        shape: tuple[int, ...],
+        load_type: int,
+        storage: Storage,
+    ) -> Weight:
+        """A new weight produced block by block: ``blocks()`` yields 1-D arrays that, concatenated, are the
+        flat values in C order (``count`` elements in all). A block may be a view of a buffer the next block
+        reuses: every consumer is done with a block before it draws the next. Memory is then bounded by one
+        block whatever the weight's size; nothing is cached, ``blocks()`` is called again for every read."""
+        return cls(load_type=load_type, storage=storage, shape=shape, blocks=blocks)
 
     @property
     def count(self) -> int:
@@ -209,85 +235,76 @@ class Weight:
         return record_size(self.storage, self.count)
 
     def numpy(self) -> np.ndarray:
-        """The decoded values in ``shape``: float32 for float storages, int8 / uint8 for byte storages."""
+        """The decoded values in ``shape``: float32 for float storages, int8 / uint8 for byte storages.
+        Whole: for a large new weight prefer ``pieces``."""
         if self._array is not None:
             return self._array.reshape(self.shape)
         if self._make is not None:
             return np.asarray(self._make()).reshape(self.shape)
+        if self._blocks is not None:
+            out: np.ndarray | None = None
+            pos = 0
+            for block in self.pieces():
+                if out is None:
+                    out = np.empty(self.count, dtype=block.dtype)
+                out[pos : pos + block.size] = block  # a copy: the next block may reuse this one's buffer
+                pos += block.size
+            if out is None:  # no elements at all
+                out = np.empty(0, dtype=np.float32)
+            return out.reshape(self.shape)
+        return self._decode(0, self.count).reshape(self.shape)
+
+    def pieces(self, max_elems: int = PIECE_ELEMS) -> Iterator[np.ndarray]:
+        """The flat values in C order as consecutive 1-D arrays of at most ``max_elems`` elements each,
+        decoded like ``numpy()``. A piece may be a view of a buffer that the next piece reuses: use it before
+        drawing the next.
+
+        Memory: a streamed weight holds one block, and an unchanged record decodes one piece, at a time,
+        whatever the weight's size; an array weight is already held; a ``make`` weight (a transform of a
+        whole tensor) is computed whole once and then sliced. Raises ValueError when a new weight yields
+        another element count than its shape has (a bug in whatever made it)."""
+        if max_elems < 1:
+            raise ValueError("pieces need room for at least one element")
+        if self.region is not None:
+            for start in range(0, self.count, max_elems):
+                yield self._decode(start, min(max_elems, self.count - start))
+            return
+        if self._blocks is not None:
+            sources: Iterator[np.ndarray] = self._blocks()
+        elif self._make is not None:
+            sources = iter((np.asarray(self._make()),))
+        else:
+            assert self._array is not None
+            sources = iter((self._array,))
+        total = 0
+        for block in sources:
+            flat = np.ascontiguousarray(block).reshape(-1)  # pieces are contiguous, so encoders can view them
+            total += flat.size
+            if total > self.count:
+                break
+            for start in range(0, flat.size, max_elems):
+                yield flat[start : start + max_elems]
+        if total != self.count:
+            raise ValueError(
+                f"a new weight of shape {list(self.shape)} ({self.count} elements) produced "
+                f"{'more' if total > self.count else total} values"
+            )
+
+    def _decode(self, start: int, n: int) -> np.ndarray:
+        """Elements ``[start, start + n)`` of an unchanged record, decoded (a view for fp32 and bytes)."""
         region = self.region
         assert region is not None
-        f, n = region.file, self.count
+        f = region.file
         body = region.offset + (0 if self.storage in (Storage.RAW, Storage.BYTES) else 4)
         if self.storage in (Storage.FP32, Storage.FP32_SCALED, Storage.RAW):
-            out = f.array("<f4", body, n)
-        elif self.storage is Storage.FP16:
-            out = f.array("<f2", body, n).astype(np.float32)
-        elif self.storage is Storage.BF16:
-            out = (f.array("<u2", body, n).astype(np.uint32) << 16).view(np.float32)
-        elif self.storage is Storage.INT8:
-            out = f.array("i1", body, n)
-        elif self.storage is Storage.BYTES:
-            out = f.array("u1", body, n)
-        else:
-            table = f.array("<f4", body, 256)
-            out = table[f.array("u1", body + 1024, n)]
-        return out.reshape(self.shape)
-
-
-def encode_chunks(values: np.ndarray, storage: Storage) -> list[bytes | memoryview]:
-    """Encode new values as one record — tag (if tagged), payload, zero padding to 4 bytes — as pieces to
-    write in order. The payload is a view when the values are already stored that way, so writing a large
-    weight makes at most one converted copy of it."""
-    flat = np.ascontiguousarray(values).reshape(-1)
-    if storage in (Storage.FP32, Storage.FP32_SCALED, Storage.RAW):
-        payload = np.ascontiguousarray(flat, dtype="<f4")
-    elif storage is Storage.FP16:
-        with np.errstate(over="ignore"):
-            payload = flat.astype("<f2")
-        _check_no_overflow(flat, np.isfinite(payload), storage)
-    elif storage is Storage.BF16:
-        payload = bf16_bits(flat)
-        _check_no_overflow(flat, (payload & 0x7F80) != 0x7F80, storage)
-    elif storage in (Storage.INT8, Storage.BYTES):
-        payload = flat.view(np.uint8)
-    else:
-        raise ValueError("new weights cannot be written as a quantization table")
-    chunks: list[bytes | memoryview] = [] if storage.tag is None else [storage.tag.to_bytes(4, "little")]
-    chunks.append(payload.data.cast("B"))
-    pad = align4(payload.nbytes) - payload.nbytes
-    if pad:
-        chunks.append(b"\0" * pad)
-    return chunks
-
-
-class StorageOverflow(GsurgError):
-    """Finite values that the requested storage cannot hold (they would become inf): how many, and the
-    first one with its flat index."""
-
-    def __init__(self, storage: Storage, count: int, first_value: float, first_index: int) -> None:
-        self.storage = storage
-        self.count = count
-        self.first_value = first_value
-        self.first_index = first_index
-        super().__init__(
-            f"{count} value(s) overflow {storage.value}, "
-            f"the first {first_value!r} at flat index {first_index}"
-        )
-
-
-def _check_no_overflow(values: np.ndarray, stored_finite: np.ndarray, storage: Storage) -> None:
-    bad = np.flatnonzero(np.isfinite(values) & ~stored_finite)
-    if bad.size:
-        i = int(bad[0])
-        raise StorageOverflow(storage, int(bad.size), float(values[i]), i)
-
-
-def bf16_bits(values: np.ndarray) -> np.ndarray:
-    """float32 → bfloat16 bit patterns, rounding to nearest even; NaN stays a quiet NaN."""
-    f32 = np.ascontiguousarray(values, dtype=np.float32)
-    bits = f32.view(np.uint32)
-    rounded = ((bits >> 16) + (((bits >> 15) & 1) & (((bits >> 16) & 1) | ((bits & 0x7FFF) != 0)))).astype(
-        np.uint16
-    )
-    rounded[np.isnan(f32)] = 0x7FC0
-    return rounded.astype("<u2", copy=False)
+            return f.array("<f4", body + 4 * start, n)
+        if self.storage is Storage.FP16:
+            return f.array("<f2", body + 2 * start, n).astype(np.float32)
+        if self.storage is Storage.BF16:
+            return (f.array("<u2", body + 2 * start, n).astype(np.uint32) << 16).view(np.float32)
+        if self.storage is Storage.INT8:
+            return f.array("i1", body + start, n)
+        if self.storage is Storage.BYTES:
+            return f.array("u1", body + start, n)
+        table = f.array("<f4", body, 256)
+        return table[f.array("u1", body + 1024 + start, n)]
