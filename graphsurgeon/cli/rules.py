@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from graphsurgeon.rewrite.apply import explain_rule, parse_sets, run_apply, summary
+from graphsurgeon.progress import Progress
+from graphsurgeon.rewrite.apply import explain_rule, parse_sets, run_apply, summary, table
 from graphsurgeon.rewrite.loader import json_schema as rules_json_schema
 
 
@@ -17,9 +17,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         print(explain_rule(args.rules, args.explain, args.input, args.bin, sets, strict=args.strict))
         return 0
 
-    def progress(message: str) -> None:
-        print(f"gsurg: {message}", file=sys.stderr)
-
+    progress = Progress(verbose=args.verbose)
     runs = run_apply(
         args.rules,
         args.input,
@@ -29,9 +27,11 @@ def cmd_apply(args: argparse.Namespace) -> int:
         strict=args.strict,
         dry_run=args.dry_run,
         keep_work=args.keep_work,
-        progress=progress if args.verbose else None,
+        progress=progress,
     )
     print(summary(runs))
+    if not args.dry_run:
+        print(table(runs))
     print("dry run: nothing written" if args.dry_run else f"wrote {args.out or 'outputs.dir'}")
     return 0
 
@@ -39,10 +39,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from graphsurgeon.verify.run import VerifyOptions, run_verify  # ncnn and the reference load here
 
-    def progress(message: str) -> None:
-        if sys.stderr.isatty() or args.verbose:
-            print(f"gsurg: {message}", file=sys.stderr)
-
+    progress = Progress(verbose=args.verbose)
     options = VerifyOptions(
         checkpoint=Path(args.checkpoint) if args.checkpoint else None,
         images=[Path(p) for p in args.image or []],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,7 +271,10 @@ def _weight_for(layer: Layer, aw: ActiveWeight, path: str, offset: int) -> Weigh
 
 
 def write_bin(
-    graph: Graph, path: str | os.PathLike[str], group: AtomicGroup | None = None
+    graph: Graph,
+    path: str | os.PathLike[str],
+    group: AtomicGroup | None = None,
+    on_written: Callable[[int], None] | None = None,
 ) -> list[WeightRecord]:
     """Write every layer's weights to ``path`` atomically.
 
@@ -280,7 +283,8 @@ def write_bin(
     so nothing is written for a model that cannot be. Then unchanged weights are copied byte for byte (runs
     of adjacent records in one in-kernel copy) and new ones are encoded in their Weight's storage, in pieces
     of bounded size. The temporary file is walked again and compared with the plan before it replaces
-    ``path`` (together with the rest of ``group``, when given).
+    ``path`` (together with the rest of ``group``, when given). ``on_written(nbytes)`` is told of every
+    record as it is handed to the writer (for a progress bar).
     """
     target = os.fspath(path)
     loads = list(planned_loads(graph))
@@ -299,6 +303,8 @@ def write_bin(
         with atomic_output(target, check=check, group=group) as fh:
             copier = RecordCopier(fh)
             for rec, weight in zip(plan, weights, strict=True):
+                if on_written is not None:
+                    on_written(rec.nbytes)
                 if weight.region is not None:
                     copier.add(weight.region)
                     continue

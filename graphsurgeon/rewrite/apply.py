@@ -8,7 +8,6 @@ graph, its provenance sidecar and the side files are written into the output fol
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 from graphsurgeon.errors import GsurgError
@@ -17,6 +16,7 @@ from graphsurgeon.formats.outpaths import ensure_folder
 from graphsurgeon.formats.param_any import is_param_bin, read_param
 from graphsurgeon.formats.recovery import recover_folder, warn_pending
 from graphsurgeon.ir.graph import Graph
+from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.driver import apply_graph
 from graphsurgeon.rewrite.interface import check_interface
 from graphsurgeon.rewrite.pattern import compile_pattern, explain_pattern
@@ -26,8 +26,6 @@ from graphsurgeon.rewrite.sections import Interface, ModelInput
 from graphsurgeon.rewrite.select import explain
 from graphsurgeon.rewrite.storage_policy import apply_storage_policy
 from graphsurgeon.rewrite.write_outputs import GraphRun, refuse_overwriting_inputs, write_runs
-
-Progress = Callable[[str], None]
 
 
 def parse_sets(values: list[str]) -> dict[str, str]:
@@ -149,7 +147,7 @@ def _run(
     refuse_overwriting_inputs(list(runs.values()), Path(folder))
     if progress is not None:
         progress(f"writing {len(runs)} graph(s) to {folder}")
-    write_runs(rf, rule_path, list(runs.values()), Path(folder))
+    write_runs(rf, rule_path, list(runs.values()), Path(folder), progress)
     return list(runs.values())
 
 
@@ -201,6 +199,33 @@ def explain_rule(
         raise GsurgError(f"{rule_path}: no rule named {rule_name!r}")
     finally:
         prepared.close()
+
+
+def table(runs: list[GraphRun]) -> str:
+    """The sub-models written: layers, weights, bytes and how the weights are stored."""
+    rows = [("graph", "file", "layers", "weights", "bytes", "storage")]
+    for run in runs:
+        storages = sorted({r.storage.value for r in run.records})
+        size = run.bytes_after if run.bytes_after is not None else 0
+        rows.append(
+            (
+                run.name,
+                run.param_name,
+                str(len(run.graph.layers)),
+                str(len(run.records)),
+                f"{size:,}",
+                "+".join(storages) or "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    right = {2, 3, 4}
+    return "\n".join(
+        "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    )
 
 
 def summary(runs: list[GraphRun]) -> str:

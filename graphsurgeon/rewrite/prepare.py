@@ -10,18 +10,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.safetensors import Checkpoint
+from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.loader import RuleProgram, open_rule_file
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.sections import ModelInput
-
-Progress = Callable[[str], None]
 
 
 class _LazyVars(Mapping[str, Any]):

@@ -16,6 +16,7 @@ from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import WeightRecord, write_bin
 from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.ir.graph import Graph
+from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.driver import ApplyReport
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.side_files import GraphResult, write_side_files
@@ -53,9 +54,14 @@ def refuse_overwriting_inputs(runs: list[GraphRun], folder: Path) -> None:
                     raise GsurgError(f"{target}: refusing to overwrite an input; choose another --out")
 
 
-def write_runs(rf: RuleFile, rule_path: str, runs: list[GraphRun], folder: Path) -> list[str]:
+def write_runs(
+    rf: RuleFile, rule_path: str, runs: list[GraphRun], folder: Path, progress: Progress | None = None
+) -> list[str]:
     """Write every graph, its sidecar and the side files; returns the side files written."""
-    with AtomicGroup() as group:
+    total = sum(
+        w.nbytes for run in runs if run.bin_name for layer in run.graph.layers for w in layer.weights.values()
+    )
+    with AtomicGroup() as group, (progress or Progress()).bar("writing weights", total) as advance:
         results: dict[str, dict[str, Any]] = {}
         for run in runs:
             base = folder / run.param_name
@@ -65,7 +71,7 @@ def write_runs(rf: RuleFile, rule_path: str, runs: list[GraphRun], folder: Path)
             else:
                 write_param_text(run.graph, base, group)
             if run.bin_name is not None:
-                run.records = write_bin(run.graph, folder / run.bin_name, group)
+                run.records = write_bin(run.graph, folder / run.bin_name, group, on_written=advance)
                 run.bytes_after = run.records[-1].offset + run.records[-1].nbytes if run.records else 0
             stem = base.name.removesuffix(".bin").removesuffix(".param")
             sidecar = base.with_name(stem + ".gsurg.json")
