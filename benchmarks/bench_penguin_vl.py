@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Penguin-VL at its real dimensions: write a random-weight checkpoint with Penguin-VL-2B's exact config
+(bf16, one model.safetensors as the official one; the tiny model's tokenizer, whose ids lie inside the
+real 151936-row vocabulary), then in one run:
+
+* ``gsurg apply rules/penguin_vl.yaml --set checkpoint=DIR`` in its own process, its RSS sampled from
+  /proc every 0.2 s and split at its progress lines into the export stage (torch + pnnx) and the surgery
+  stage (rules and writing);
+* a plain copy + fsync of the bytes apply wrote (the I/O floor of the writing stage), same run;
+* ``gsurg verify`` on one non-square corpus image and one prompt (peak RSS: reference and ncnn run one
+  after the other and must fit the machine).
+
+    python benchmarks/bench_penguin_vl.py [--keep DIR] [--tokens 8] [--skip-verify]
+
+Needs about 30 GB of free disk and most of the machine's 24 GiB of memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from examples.penguin_vl.checkpoint import tensor_shapes
+from examples.penguin_vl.config import config_from_dict
+from examples.penguin_vl.make_tiny import _gain, make_tiny
+
+REPO = Path(__file__).resolve().parents[1]
+IMAGE = REPO.parent / "shared" / "corpus" / "images" / "photo_20180413_3.jpg"
+
+
+def stack(hidden: int, intermediate: int, layers: int) -> dict[str, object]:
+    return {
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "max_position_embeddings": 40960,
+        "num_attention_heads": 16,
+        "num_hidden_layers": layers,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000.0,
+    }
+
+
+def write_checkpoint(folder: Path, seed: int = 0) -> None:
+    """Penguin-VL-2B's config (penguin-vl.md §1) over the tiny tokenizer; weights streamed one tensor at a
+    time into a single bf16 safetensors file."""
+    make_tiny(folder)  # tokenizer and processor files (the tiny weights are replaced below)
+    for stale in folder.glob("*.safetensors*"):
+        stale.unlink()
+    tiny = json.loads((folder / "config.json").read_text())
+    vision = stack(1024, 3072, 28) | {
+        "model_type": "penguinvl_vision_encoder",
+        "num_channels": 3,
+        "patch_size": 14,
+        "layer_norm_eps": 1e-06,
+        "architectures": ["PenguinVLVisionEncoderModel"],
+    }
+    cfg = (
+        tiny
+        | stack(2048, 6144, 28)
+        | {
+            "vocab_size": 151936,
+            "vision_encoder_config": vision,
+            "vision_hidden_size": 1024,
+            "max_window_layers": 28,
+            "torch_dtype": "bfloat16",
+            "tie_word_embeddings": True,
+        }
+    )
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    (folder / "vision_encoder" / "config.json").write_text(json.dumps(vision, indent=2) + "\n")
+    pre = json.loads((folder / "preprocessor_config.json").read_text()) | {"max_tokens": 16384}
+    (folder / "preprocessor_config.json").write_text(json.dumps(pre, indent=2) + "\n")
+    shapes = tensor_shapes(config_from_dict(cfg))
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, shape in shapes.items():
+        nbytes = 2 * int(np.prod(shape))
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(folder / "model.safetensors", "wb") as fh:
+        fh.write(len(text).to_bytes(8, "little") + text)
+        for i, (name, shape) in enumerate(shapes.items()):
+            rng = np.random.default_rng([seed, i])
+            scale, centre = _gain(name)
+            if len(shape) >= 2 and not name.endswith(("embed_tokens.weight", "lm_head.weight")):
+                scale /= float(np.sqrt(np.prod(shape[1:])))
+            values = (centre + scale * rng.standard_normal(shape, dtype=np.float32)).astype(np.float32)
+            bits = values.view(np.uint32)
+            rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")  # round to nearest even
+            fh.write(rounded.tobytes())
+
+
+class RssSampler:
+    """Peak RSS of a process tree (the process and its children, e.g. pnnx), sampled from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.samples, self._stop = pid, [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _tree_rss(self) -> int:
+        total = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if entry.name == str(self.pid) or fields.get("PPid", "").strip() == str(self.pid):
+                total += int(fields.get("VmRSS", "0 kB").split()[0]) * 1024
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.perf_counter(), self._tree_rss()))
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join()
+
+    def peak(self, start: float = 0.0, end: float = float("inf")) -> int:
+        return max((rss for t, rss in self.samples if start <= t <= end), default=0)
+
+
+def run_measured(argv: list[str]) -> tuple[float, RssSampler, dict[str, float]]:
+    """Wall time, the RSS samples, and when each progress line appeared (``"end"``: when it exited)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    sampler = RssSampler(proc.pid)
+    marks: dict[str, float] = {}
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        sys.stderr.write(line)
+        marks.setdefault(line.split(":")[1].strip() if ":" in line else line, time.perf_counter())
+    code = proc.wait()
+    marks["end"] = time.perf_counter()
+    sampler.stop()
+    if code != 0:
+        raise SystemExit(f"{argv[3]} exited {code}")
+    return time.perf_counter() - start, sampler, marks
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    ap.add_argument("--tokens", type=int, default=8)
+    ap.add_argument("--skip-verify", action="store_true")
+    args = ap.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="gsurg-bench-penguin-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        ckpt = work / "penguin-vl-2b-random"
+        if not (ckpt / "model.safetensors").exists():
+            t0 = time.perf_counter()
+            write_checkpoint(ckpt)
+            print(f"checkpoint written in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        ckpt_bytes = (ckpt / "model.safetensors").stat().st_size
+        out = work / "out"
+        shutil.rmtree(out, ignore_errors=True)
+        gsurg = [sys.executable, "-m", "graphsurgeon.cli"]
+        argv = [*gsurg, "apply", str(REPO / "rules" / "penguin_vl.yaml"), "-v", "--out", str(out)]
+        wall, rss, marks = run_measured([*argv, "--set", f"checkpoint={ckpt}"])
+        surgery_start = min((t for k, t in marks.items() if k.startswith("graph ")), default=0.0)
+        written = [p for p in out.iterdir() if p.is_file()]
+        out_bytes = sum(p.stat().st_size for p in written)
+        copy = work / "copy"
+        copy.mkdir()
+        t0 = time.perf_counter()
+        for p in written:
+            shutil.copyfile(p, copy / p.name)
+            fd = os.open(copy / p.name, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+        floor = time.perf_counter() - t0
+        shutil.rmtree(copy)
+        write_start = next((t for k, t in marks.items() if k.startswith("writing ")), surgery_start)
+        write_time = marks["end"] - write_start
+        print("\n| stage | figure |\n|---|---|")
+        print(f"| checkpoint (Penguin-VL-2B config, random bf16, one file) | {ckpt_bytes / 1e9:.2f} GB |")
+        print(f"| `gsurg apply rules/penguin_vl.yaml`, wall | {wall:.0f} s |")
+        print(f"| peak RSS, export stage (torch model + pnnx) | {rss.peak(0, surgery_start) / 1e9:.2f} GB |")
+        print(f"| peak RSS, surgery stage (rules + writing) | {rss.peak(surgery_start) / 1e9:.2f} GB |")
+        print(f"| bytes written | {out_bytes / 1e9:.2f} GB |")
+        print(
+            f"| writing stage / a plain copy + fsync of the same bytes | {write_time:.0f} s / {floor:.0f} s |"
+        )
+        if not args.skip_verify:
+            vargv = [*gsurg, "verify", str(out), "-v", "--tokens", str(args.tokens), "--threads", "2"]
+            vargv += ["--image", str(IMAGE), "--prompt", "Describe the picture."]
+            vwall, vrss, _ = run_measured(vargv)
+            print(f"| `gsurg verify` (1 image, 1 prompt, {args.tokens} tokens), wall | {vwall:.0f} s |")
+            print(f"| peak RSS of verify | {vrss.peak() / 1e9:.2f} GB |")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
