@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, cast
@@ -68,13 +69,30 @@ class LayerLine:
     line: int
 
 
-class _ToRecords(Transformer[Token, Any]):
-    """Inline LALR callbacks: tokens to Params and layer records (no parse tree is built)."""
+@dataclass(slots=True)
+class _CallState:
+    """What one parse call owns: its Reporter, and whether %captures and * are values (rule patterns)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.rep = Reporter()
-        self.patterns = False  # True while parsing a rule pattern: %captures and * are values there
+    rep: Reporter
+    patterns: bool
+
+
+# The lark parser and its transformer are built once and shared by every call and thread; each call's state
+# lives in this context variable (per thread), never on the shared transformer.
+_CALL: ContextVar[_CallState] = ContextVar("gsurg_param_parse_call")
+
+
+class _ToRecords(Transformer[Token, Any]):
+    """Inline LALR callbacks: tokens to Params and layer records (no parse tree is built). Stateless: the
+    current call's Reporter and pattern flag come from ``_CALL``."""
+
+    @property
+    def rep(self) -> Reporter:
+        return _CALL.get().rep
+
+    @property
+    def patterns(self) -> bool:
+        return _CALL.get().patterns
 
     def capture_value(self, children: list[Token]) -> Any:
         (tok,) = children
@@ -192,18 +210,16 @@ class _ToRecords(Transformer[Token, Any]):
 
 
 @lru_cache(maxsize=1)
-def _parser() -> tuple[Lark, _ToRecords]:
+def _parser() -> Lark:
     grammar = (resource_dir("grammars") / "ncnn_param.lark").read_text(encoding="utf-8")
-    records = _ToRecords()
-    lark = Lark(
+    return Lark(
         grammar,
         parser="lalr",
         lexer="contextual",
-        transformer=records,
+        transformer=_ToRecords(),
         maybe_placeholders=False,
         start=["start", "pattern"],
     )
-    return lark, records
 
 
 def parse_param_text(
@@ -215,13 +231,12 @@ def parse_param_text(
     misread. Lenient: only syntax errors and layer lines whose blob counts do not match raise; every other
     problem is recorded in ``graph.issues`` and the graph is built the way ncnn would build it.
     """
-    lark, records_tf = _parser()
-    rep = records_tf.rep = Reporter(strict=strict)
-    records_tf.patterns = False
+    rep = Reporter(strict=strict)
+    call = _CALL.set(_CallState(rep, patterns=False))
     collecting = gc.isenabled()
     gc.disable()  # the parse allocates millions of short-lived objects and no cycles: ~20% faster
     try:
-        header, records = cast(tuple[list[Token], list[LayerLine]], lark.parse(text, start="start"))
+        header, records = cast(tuple[list[Token], list[LayerLine]], _parser().parse(text, start="start"))
     except Fail as fail:
         raise ParamSyntaxError(
             fail.message, path=path, line=fail.token.line or 0, column=fail.token.column or 0
@@ -231,6 +246,7 @@ def parse_param_text(
             syntax_message(err, text), path=path, line=err.line or 0, column=err.column or 0
         ) from None
     finally:
+        _CALL.reset(call)
         if collecting:
             gc.enable()
     graph = Graph(catalog, source=path)
@@ -374,11 +390,9 @@ def read_param_text(
 def parse_pattern_lines(text: str, *, path: str = "<pattern>", first_line: int = 1) -> list[LayerLine]:
     """Parse a rule pattern (layer lines, no header) with the same grammar; values may be ``%capture`` or
     ``*``. ``first_line`` shifts reported lines to the pattern's place in its rule file."""
-    lark, records_tf = _parser()
-    records_tf.rep = Reporter(strict=True)
-    records_tf.patterns = True
+    call = _CALL.set(_CallState(Reporter(strict=True), patterns=True))
     try:
-        return cast(list[LayerLine], lark.parse(text, start="pattern"))
+        return cast(list[LayerLine], _parser().parse(text, start="pattern"))
     except Fail as fail:
         line = (fail.token.line or 1) + first_line - 1
         raise ParamSyntaxError(fail.message, path=path, line=line, column=fail.token.column or 0) from None
@@ -388,4 +402,4 @@ def parse_pattern_lines(text: str, *, path: str = "<pattern>", first_line: int =
             syntax_message(err, text), path=path, line=line, column=err.column or 0
         ) from None
     finally:
-        records_tf.patterns = False
+        _CALL.reset(call)
