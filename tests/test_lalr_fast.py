@@ -8,12 +8,13 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from graphsurgeon.formats.lalr_fast import FastLALR, Item, Rejected
+from graphsurgeon.formats.param_literals import Reporter
 from graphsurgeon.resources import resource_dir
 from tests.conftest import CORPUS_PARAMS, corpus_id
 
@@ -181,3 +182,26 @@ def test_each_state_s_scanner_finds_lark_s_next_token_everywhere() -> None:
                 assert found == expected, (state, text, pos)
                 checked += 1
     assert checked > 10_000
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(LINE, min_size=1, max_size=8),
+    st.lists(st.sampled_from(["\n", "\r\n", "\r", "\n\n", " \n\t"]), min_size=8, max_size=8),
+    st.randoms(use_true_random=False),
+)
+def test_offsets_become_lark_s_line_and_column_in_any_order(
+    lines: list[str], ends: list[str], rnd: Any
+) -> None:
+    """The Reporter turns an offset into the line and column lark gives the token there (a bare CR ends no
+    line for lark), whichever order the offsets are asked for in."""
+    text = HEADER + "".join(line + end for line, end in zip(lines, ends, strict=False))
+    try:
+        tree = LARK.parse(text, start="start")
+    except UnexpectedInput:
+        assume(False)
+    tokens = list(tree.scan_values(lambda v: isinstance(v, Token)))
+    rnd.shuffle(tokens)
+    rep = Reporter(text)
+    for tok in tokens:
+        assert rep.where(tok.start_pos) == (tok.line, tok.column), (tok, text)

@@ -57,18 +57,26 @@ class Reporter:
         self.text = text
         self.strict = strict
         self.issues: list[ParseIssue] = []
-        self._offset = 0  # a cursor: offsets are asked for roughly in file order, so counting is linear
+        # a cursor: offsets are asked for in file order, give or take a line, so counting stays linear
+        self._offset = 0
         self._line = 1
+        self._line_start = 0
 
     def where(self, offset: int) -> tuple[int, int]:
         """The 1-based line and column of ``offset``, counted as lark counts them (lines end at '\\n')."""
         text = self.text
         if offset >= self._offset:
-            self._line += text.count("\n", self._offset, offset)
+            newlines = text.count("\n", self._offset, offset)
+            if newlines:
+                self._line += newlines
+                self._line_start = text.rfind("\n", self._offset, offset) + 1
         else:
-            self._line -= text.count("\n", offset, self._offset)
+            newlines = text.count("\n", offset, self._offset)
+            if newlines:
+                self._line -= newlines
+                self._line_start = text.rfind("\n", 0, offset) + 1
         self._offset = offset
-        return self._line, offset - text.rfind("\n", 0, offset)
+        return self._line, offset - self._line_start + 1
 
     def problem(self, code: str, message: str, at: int) -> None:
         line, column = self.where(at)
