@@ -50,6 +50,7 @@ from harness import (
     rss_ratio,
     run_child,
     timed,
+    timed_cpu,
     vm_hwm_kib,
 )
 
@@ -120,12 +121,14 @@ def child_parse_emit(param: str, repeats: str) -> None:
 
     n = int(repeats)
     parse_times: list[float] = []
+    parse_cpu: list[float] = []
     graph: Any = None
     for _ in range(n):
         graph = None  # hold at most one graph at a time
         gc.collect()
-        dt, graph = timed(lambda: read_param_text(param))
+        dt, cpu, graph = timed_cpu(lambda: read_param_text(param))
         parse_times.append(dt)
+        parse_cpu.append(cpu)
     hwm_parse = vm_hwm_kib()
     emit_times: list[float] = []
     text = ""
@@ -136,6 +139,7 @@ def child_parse_emit(param: str, repeats: str) -> None:
     emit_result(
         {
             "parse_s": parse_times,
+            "parse_cpu_s": parse_cpu,
             "emit_s": emit_times,
             "layers": len(graph.layers),
             "blobs": len(graph.blobs),
@@ -153,12 +157,14 @@ def child_split(param: str, repeats: str) -> None:
             return fh.read().decode("utf-8").split()
 
     times: list[float] = []
+    cpu_times: list[float] = []
     tokens: list[str] = []
     for _ in range(int(repeats)):
         tokens = []
-        dt, tokens = timed(naive)
+        dt, cpu, tokens = timed_cpu(naive)
         times.append(dt)
-    emit_result({"split_s": times, "tokens": len(tokens)})
+        cpu_times.append(cpu)
+    emit_result({"split_s": times, "split_cpu_s": cpu_times, "tokens": len(tokens)})
 
 
 def child_gen_mixed(path: str, n_layers: str) -> None:
@@ -187,6 +193,8 @@ def param_case(report: Report, label: str, param: Path) -> None:
     t_split = statistics.median(split.result["split_s"])
     t_parse = statistics.median(r["parse_s"])
     t_emit = statistics.median(r["emit_s"])
+    cpu_split = statistics.median(split.result["split_cpu_s"])
+    cpu_parse = statistics.median(r["parse_cpu_s"])
     rss_parse = mb(r["vm_hwm_after_parse_kib"])
     report.raw[label] = {
         "bytes": size,
@@ -194,7 +202,9 @@ def param_case(report: Report, label: str, param: Path) -> None:
         "blobs": r["blobs"],
         "tokens": split.result["tokens"],
         "split_s": split.result["split_s"],
+        "split_cpu_s": split.result["split_cpu_s"],
         "parse_s": r["parse_s"],
+        "parse_cpu_s": r["parse_cpu_s"],
         "emit_s": r["emit_s"],
         "split_rss_mb": split.rss_mb,
         "parse_rss_mb": rss_parse,
@@ -218,7 +228,8 @@ def param_case(report: Report, label: str, param: Path) -> None:
             rss_parse,
             f"{fmt_ratio(t_parse / t_split, 'split')}; {rss_ratio(rss_parse, report.numpy_rss)}",
             f"{r['layers']} layers, {r['layers'] / t_parse:,.0f} layers/s; median of {REPEATS} "
-            f"(first call {r['parse_s'][0]:.3f} s incl. grammar build); RSS = VmHWM after parsing",
+            f"(first call {r['parse_s'][0]:.3f} s incl. grammar build); CPU {cpu_parse:.3g} s = "
+            f"{fmt_ratio(cpu_parse / cpu_split, 'split CPU')}; RSS = VmHWM after parsing",
         )
     )
     report.add(

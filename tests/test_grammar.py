@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import ncnn
 import numpy as np
 import pytest
@@ -106,3 +110,26 @@ def test_emitted_literals_follow_the_safe_writer_rules() -> None:
     line = out.splitlines()[3]
     assert line == "Eltwise e 1 1 x y 0=1 -23301=3,1,2,3 2=7.0 3=0.1 4=1e-10 5=-3.4028235e+38 6=x"
     assert ncnn_accepts(out)
+
+
+def test_syntax_messages_are_the_same_in_every_run() -> None:
+    """The terminals a message lists come from a set, whose order follows the per-process string hash
+    seed; the message must not change from one run to the next."""
+    script = (
+        "from graphsurgeon.errors import ParamSyntaxError\n"
+        "from graphsurgeon.formats.param_text import parse_param_text, parse_pattern_lines\n"
+        "for parse, text in ((parse_pattern_lines, 'Conv %c 1 1 %x * 1=#'),\n"
+        "                    (parse_param_text, '7767517\\n2 2\\nInput in 0 1 x\\nReLU r 1 1 x y 0=#\\n')):\n"
+        "    try:\n"
+        "        parse(text)\n"
+        "    except ParamSyntaxError as err:\n"
+        "        print(err)\n"
+    )
+    outputs = set()
+    for seed in range(6):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+        cmd = [sys.executable, "-c", script]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        assert proc.stdout.count("; expected ") == 2, proc.stdout
+        outputs.add(proc.stdout)
+    assert len(outputs) == 1, outputs

@@ -14,6 +14,7 @@ RANK = {
     "errors": 0,
     "resources": 0,
     "plugins": 0,
+    "progress": 0,
     "schema": 1,
     "ir": 2,
     "formats": 3,

@@ -277,7 +277,7 @@ def _text_reader_codes() -> set[str]:
     """The problem codes the text reader's sources can record (string literals passed to problem/hazard,
     and the ``<what>-length`` codes of check_len)."""
     codes: set[str] = set()
-    for name in ("param_text.py", "param_literals.py", "param_build.py"):
+    for name in ("param_text.py", "param_records.py", "param_literals.py", "param_build.py"):
         source = (REPO / "graphsurgeon" / "formats" / name).read_text(encoding="utf-8")
         codes |= set(re.findall(r"\b(?:problem|hazard)\(\s*\"([a-z][a-z-]*)\"", source))
         codes |= {

@@ -23,7 +23,10 @@ def syntax_message(err: UnexpectedInput, text: str) -> str:
     if isinstance(err, UnexpectedEOF):
         return "unexpected end of file"
     order = list(_TERMINAL_NAMES)
-    names = sorted(getattr(err, "expected", None) or (), key=lambda t: order.index(t) if t in order else 99)
+    # lark's expected terminals are a set, which iterates in a per-process order: sort them fully
+    names = sorted(
+        getattr(err, "expected", None) or (), key=lambda t: (order.index(t) if t in order else len(order), t)
+    )
     expected = [_TERMINAL_NAMES.get(t, t) for t in names]
     want = f"; expected {' or '.join(expected)}" if expected else ""
     if isinstance(err, UnexpectedToken):

@@ -1,50 +1,45 @@
 """Read a text .param into a Graph through the lark grammar ``grammars/ncnn_param.lark``.
 
-The grammar gives the structure and the token shapes; ``param_literals`` types the tokens; this module
-turns them into layer records, and ``param_build`` (shared with the .param.bin reader) builds the layers
-under ncnn 1.0.20261020's file-level rules: magic, counts, SSA tops. In strict mode (the default) every
-problem is a ParamSyntaxError naming the file, line and column; in lenient mode (lint) the graph is built
-anyway and ``graph.issues`` lists every problem, so one run reports them all.
+The grammar gives the structure and the token shapes; lark builds its LALR tables and contextual lexer, and
+``lalr_fast`` runs them; ``param_records`` types the tokens at each reduction; ``param_build`` (shared with
+the .param.bin reader) builds the layers under ncnn 1.0.20261020's file-level rules: magic, counts, SSA
+tops. In strict mode (the default) every problem is a
+ParamSyntaxError naming the file, line and column; in lenient mode (lint) the graph is built anyway and
+``graph.issues`` lists every problem, so one run reports them all. A text the grammar rejects is handed to
+lark's own parser, which says what it found and what the grammar expected there.
+
+Parsing is re-entrant: the grammar's tables are built once and only read; every call has its own Reporter
+and records.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any, NoReturn
 
-from lark import Lark, Token, Transformer
+from lark import Lark, Transformer, Tree
 from lark.exceptions import UnexpectedInput
 
 from graphsurgeon.errors import ParamSyntaxError
+from graphsurgeon.formats.lalr_fast import FastLALR, Item, Rejected
 from graphsurgeon.formats.param_build import MAGIC, MAX_NET_COUNT, Diagnostics, Header, Place, build_graph
 from graphsurgeon.formats.param_errors import syntax_message
 from graphsurgeon.formats.param_literals import (
     MAX_NAME,
-    MAX_PARAM_ID,
     MAX_STRING,
-    MAX_VALUE_TOKEN,
     OLD_ARRAY_BASE,
-    AnyValue,
-    ArrayPattern,
-    Capture,
     Fail,
     ParseIssue,
-    RawArray,
     Reporter,
-    check_len,
-    is_placeholder,
-    natural_array,
-    old_array,
-    to_float,
-    to_int,
 )
+from graphsurgeon.formats.param_records import LayerLine, Records
 from graphsurgeon.ir.graph import Graph
-from graphsurgeon.ir.params import Param
 from graphsurgeon.resources import resource_dir
-from graphsurgeon.schema.catalog import Catalog, ValueType
+from graphsurgeon.schema.catalog import Catalog
 
 __all__ = [
     "MAGIC",
@@ -52,157 +47,45 @@ __all__ = [
     "MAX_NET_COUNT",
     "MAX_STRING",
     "OLD_ARRAY_BASE",
+    "LayerLine",
     "ParseIssue",
     "parse_param_text",
 ]
 
 
-@dataclass(slots=True)
-class LayerLine:
-    type: str
-    name: str
-    bottoms: list[str]
-    tops: list[str]
-    params: dict[int, Param]
-    line: int
+class _Discard(Transformer[Any, Tree[Any]]):
+    """Lark's own parse only has to find the syntax error: every rule gives the same empty tree."""
 
+    _EMPTY: Tree[Any] = Tree("_", [])
 
-class _ToRecords(Transformer[Token, Any]):
-    """Inline LALR callbacks: tokens to Params and layer records (no parse tree is built)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rep = Reporter()
-        self.patterns = False  # True while parsing a rule pattern: %captures and * are values there
-
-    def capture_value(self, children: list[Token]) -> Any:
-        (tok,) = children
-        if not self.patterns:
-            self.rep.problem("pattern-value", f"{tok} is a rule-pattern capture, not an ncnn value", tok)
-            return Param(ValueType.STRING, str(tok))
-        return Capture(str(tok)[1:])
-
-    def any_value(self, children: list[Token]) -> Any:
-        (tok,) = children
-        if not self.patterns:
-            self.rep.problem("pattern-value", "* is a rule-pattern wildcard, not an ncnn value", tok)
-            return Param(ValueType.STRING, "*")
-        return AnyValue()
-
-    def int_value(self, children: list[Token]) -> Param:
-        (tok,) = children
-        check_len(self.rep, tok, MAX_VALUE_TOKEN, "value", tok)
-        return Param(ValueType.INT, to_int(self.rep, tok, tok))
-
-    def float_value(self, children: list[Token]) -> Param:
-        (tok,) = children
-        check_len(self.rep, tok, MAX_VALUE_TOKEN, "value", tok)
-        return Param(ValueType.FLOAT, to_float(self.rep, tok, tok))
-
-    def word_value(self, children: list[Token]) -> Param:
-        (tok,) = children
-        check_len(self.rep, tok, MAX_STRING, "string", tok)
-        return Param(ValueType.STRING, str(tok))
-
-    def quoted_value(self, children: list[Token]) -> Param:
-        (tok,) = children
-        check_len(self.rep, tok, MAX_STRING + 2, "quoted string", tok)
-        return Param(ValueType.STRING, str(tok)[1:-1])
-
-    def array_value(self, children: list[Token]) -> RawArray:
-        (tok,) = children
-        items = str(tok).split(",")
-        if items[-1] == "":
-            items.pop()  # the trailing comma of a one-element (or closed) natural array
-        for item in items:
-            check_len(self.rep, item, MAX_VALUE_TOKEN, "array element", tok)
-        return RawArray(items, tok, str(tok).endswith(","))
-
-    def param(self, children: list[Any]) -> tuple[int, Any] | None:
-        key, value = children
-        key_id = int(str(key)[:-1])
-        if isinstance(value, RawArray) and any(is_placeholder(i) for i in value.items):
-            return self._array_pattern(key, key_id, value)
-        if key_id <= OLD_ARRAY_BASE:
-            return old_array(self.rep, key_id, value, key)
-        if not 0 <= key_id <= MAX_PARAM_ID:
-            self.rep.problem(
-                "param-id", f"param id {key_id} is outside 0..{MAX_PARAM_ID} (ncnn has 32 param slots)", key
-            )
-            return None
-        if isinstance(value, RawArray):
-            return key_id, natural_array(self.rep, key_id, value)
-        return key_id, value
-
-    def _array_pattern(self, key: Token, key_id: int, raw: RawArray) -> tuple[int, Any] | None:
-        if not self.patterns:
-            self.rep.problem(
-                "pattern-value", "%captures and * in arrays belong only in rule patterns", raw.token
-            )
-            return None
-        items = raw.items
-        if key_id <= OLD_ARRAY_BASE:
-            if is_placeholder(items[0]) or int(items[0]) != len(items) - 1:
-                raise Fail(f"old-style array {key_id}: the length must be the element count", raw.token)
-            key_id, items = -(key_id - OLD_ARRAY_BASE), items[1:]
-        elements: list[Any] = []
-        for item in items:
-            if item == "*":
-                elements.append(AnyValue())
-            elif item.startswith("%"):
-                elements.append(Capture(item[1:]))
-            else:
-                elements.append(float(item) if ("." in item or "e" in item.lower()) else int(item))
-        return key_id, ArrayPattern(tuple(elements))
-
-    def layer(self, children: list[Any]) -> LayerLine:
-        type_tok, name_tok, nb_tok, nt_tok = children[:4]
-        names: list[Token] = []
-        params: dict[int, Param] = {}
-        for child in children[4:]:
-            if isinstance(child, Token):
-                names.append(child)
-            elif child is not None:
-                pid, param = child
-                params[pid] = param  # a repeated id: the last one wins, as in ncnn
-        for tok in (type_tok, name_tok, *names):
-            check_len(self.rep, tok, MAX_NAME, "name", tok)
-        n_bottom, n_top = int(nb_tok), int(nt_tok)
-        if n_bottom < 0 or n_top < 0:
-            raise Fail("bottom and top counts must not be negative", nb_tok if n_bottom < 0 else nt_tok)
-        if n_bottom + n_top != len(names):
-            # the line's structure is unknown: fatal in both modes
-            raise Fail(
-                f"layer {name_tok} declares {n_bottom} bottom(s) and {n_top} top(s) "
-                f"but lists {len(names)} blob name(s)",
-                name_tok,
-            )
-        bottoms = [str(t) for t in names[:n_bottom]]
-        tops = [str(t) for t in names[n_bottom:]]
-        self.rep.attribute(type_tok.line or 0, str(name_tok))
-        return LayerLine(str(type_tok), str(name_tok), bottoms, tops, params, type_tok.line or 0)
-
-    def start(self, children: list[Any]) -> tuple[list[Token], list[LayerLine]]:
-        header = [c for c in children[:3]]
-        return header, list(children[3:])
-
-    def pattern(self, children: list[Any]) -> list[LayerLine]:
-        return list(children)
+    def __default__(self, data: Any, children: Any, meta: Any) -> Tree[Any]:
+        return self._EMPTY
 
 
 @lru_cache(maxsize=1)
-def _parser() -> tuple[Lark, _ToRecords]:
+def _grammar() -> tuple[Lark, FastLALR]:
+    """The grammar, built once: lark's parser (for syntax errors) and the fast driver of its tables."""
     grammar = (resource_dir("grammars") / "ncnn_param.lark").read_text(encoding="utf-8")
-    records = _ToRecords()
     lark = Lark(
         grammar,
         parser="lalr",
         lexer="contextual",
-        transformer=records,
+        transformer=_Discard(),
         maybe_placeholders=False,
         start=["start", "pattern"],
     )
-    return lark, records
+    return lark, FastLALR(lark)
+
+
+def _run(text: str, start: str, records: Records) -> list[Item]:
+    """Parse ``text`` from ``start``; raise lark's UnexpectedInput where the grammar rejects it, or Fail."""
+    lark, fast = _grammar()
+    try:
+        return fast.parse(text, start, records.hooks())
+    except Rejected:
+        pass
+    lark.parse(text, start=start)  # raises the precise syntax error
+    raise AssertionError("lark accepts a text the fast LALR driver rejected")  # pragma: no cover
 
 
 def parse_param_text(
@@ -214,39 +97,52 @@ def parse_param_text(
     misread. Lenient: only syntax errors and layer lines whose blob counts do not match raise; every other
     problem is recorded in ``graph.issues`` and the graph is built the way ncnn would build it.
     """
-    lark, records_tf = _parser()
-    rep = records_tf.rep = Reporter(strict=strict)
-    records_tf.patterns = False
+    with _cyclic_gc_paused():
+        return _parse_graph(text, path, catalog, strict)
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Reading allocates millions of objects and frees few: the cyclic GC would walk the growing records
+    and graph again and again (a quarter of the time on 100k layers), so it is paused until the graph is
+    built."""
     collecting = gc.isenabled()
-    gc.disable()  # the parse allocates millions of short-lived objects and no cycles: ~20% faster
+    gc.disable()
     try:
-        header, records = cast(tuple[list[Token], list[LayerLine]], lark.parse(text, start="start"))
-    except Fail as fail:
-        raise ParamSyntaxError(
-            fail.message, path=path, line=fail.token.line or 0, column=fail.token.column or 0
-        ) from None
-    except UnexpectedInput as err:
-        raise ParamSyntaxError(
-            syntax_message(err, text), path=path, line=err.line or 0, column=err.column or 0
-        ) from None
+        yield
     finally:
         if collecting:
             gc.enable()
+
+
+def _parse_graph(text: str, path: str, catalog: Catalog | None, strict: bool) -> Graph:
+    rep = Reporter(text, strict=strict)
+    try:
+        items = _run(text, "start", Records(rep))
+    except Fail as fail:
+        raise ParamSyntaxError(fail.message, path=path, line=fail.line, column=fail.column) from None
+    except UnexpectedInput as err:
+        _syntax_error(err, text, path, None)
+    # start: COUNT COUNT COUNT layer*; the three counts as (text, line, column)
+    magic, layer_count_tok, blob_count_tok = [(text, *rep.where(at)) for _, text, at in items[:3]]
+    records: list[LayerLine] = [item[1] for item in items[3:]]
     graph = Graph(catalog, source=path)
     graph.issues.extend(rep.issues)
-    magic, layer_count, blob_count = header
     build_graph(
         Diagnostics(graph, path, strict=strict, form="text .param"),
-        Header(str(magic), int(layer_count), int(blob_count), *(_at(tok) for tok in header)),
+        Header(
+            magic[0],
+            int(layer_count_tok[0]),
+            int(blob_count_tok[0]),
+            Place(magic[1], magic[2]),
+            Place(layer_count_tok[1], layer_count_tok[2]),
+            Place(blob_count_tok[1], blob_count_tok[2]),
+        ),
         records,
         lambda rec, k: Place(rec.line, 1),
         fresh_slots=True,
     )
     return graph
-
-
-def _at(tok: Token) -> Place:
-    return Place(tok.line or 0, tok.column or 0)
 
 
 def read_param_text(
@@ -275,18 +171,18 @@ def read_param_text(
 def parse_pattern_lines(text: str, *, path: str = "<pattern>", first_line: int = 1) -> list[LayerLine]:
     """Parse a rule pattern (layer lines, no header) with the same grammar; values may be ``%capture`` or
     ``*``. ``first_line`` shifts reported lines to the pattern's place in its rule file."""
-    lark, records_tf = _parser()
-    records_tf.rep = Reporter(strict=True)
-    records_tf.patterns = True
     try:
-        return cast(list[LayerLine], lark.parse(text, start="pattern"))
+        items = _run(text, "pattern", Records(Reporter(text, strict=True), patterns=True))
     except Fail as fail:
-        line = (fail.token.line or 1) + first_line - 1
-        raise ParamSyntaxError(fail.message, path=path, line=line, column=fail.token.column or 0) from None
-    except UnexpectedInput as err:
-        line = (err.line or 1) + first_line - 1
         raise ParamSyntaxError(
-            syntax_message(err, text), path=path, line=line, column=err.column or 0
+            fail.message, path=path, line=fail.line + first_line - 1, column=fail.column
         ) from None
-    finally:
-        records_tf.patterns = False
+    except UnexpectedInput as err:
+        _syntax_error(err, text, path, first_line)
+    return [item[1] for item in items]
+
+
+def _syntax_error(err: UnexpectedInput, text: str, path: str, first_line: int | None) -> NoReturn:
+    """Lark's error as one line; in a rule pattern, ``first_line`` is the pattern's line in its file."""
+    line = (err.line or 0) if first_line is None else (err.line or 1) + first_line - 1
+    raise ParamSyntaxError(syntax_message(err, text), path=path, line=line, column=err.column or 0) from None
