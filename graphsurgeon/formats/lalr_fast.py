@@ -25,14 +25,17 @@ from lark import Lark
 from lark.grammar import Terminal
 from lark.parsers.lalr_analysis import Shift
 
+from graphsurgeon.errors import GsurgError
+
 Item = tuple[str, Any, int]
 Hook = Callable[[list[Item]], Any]
 
 _END = "$END"
 
 
-class Rejected(Exception):
-    """The text is not in the grammar's language; ``offset`` is where the driver stopped."""
+class Rejected(GsurgError):
+    """The text is not in the grammar's language; ``offset`` is where the driver stopped. Internal: the
+    reader then runs lark's own parser, whose error it reports."""
 
     def __init__(self, offset: int) -> None:
         super().__init__(offset)
