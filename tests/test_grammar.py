@@ -117,7 +117,8 @@ def test_syntax_messages_are_the_same_in_every_run() -> None:
     seed; the message must not change from one run to the next."""
     script = (
         "from graphsurgeon.errors import ParamSyntaxError\n"
-        "from graphsurgeon.formats.param_text import parse_param_text, parse_pattern_lines\n"
+        "from graphsurgeon.formats.param_text import parse_param_text\n"
+        "from graphsurgeon.rewrite.pattern_values import parse_pattern_lines\n"
         "for parse, text in ((parse_pattern_lines, 'Conv %c 1 1 %x * 1=#'),\n"
         "                    (parse_param_text, '7767517\\n2 2\\nInput in 0 1 x\\nReLU r 1 1 x y 0=#\\n')):\n"
         "    try:\n"

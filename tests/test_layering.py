@@ -76,3 +76,12 @@ def test_benchmarks_never_import_tests() -> None:
         if module.split(".")[0] == "tests"
     ]
     assert bad == []
+
+
+def test_pattern_only_values_live_with_the_pattern_code() -> None:
+    """The formats read models; %captures and * exist only in rule patterns, so their types are the rule
+    engine's (formats only know a Placeholders protocol that makes them)."""
+    for path in sorted((PACKAGE / "formats").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        assert not classes & {"Capture", "AnyValue", "ArrayPattern"}, path.name

@@ -13,7 +13,8 @@ import pytest
 
 from graphsurgeon.errors import ParamSyntaxError
 from graphsurgeon.formats.emit_text import emit_param_text
-from graphsurgeon.formats.param_text import parse_param_text, parse_pattern_lines
+from graphsurgeon.formats.param_text import parse_param_text
+from graphsurgeon.rewrite.pattern_values import parse_pattern_lines
 
 ROUNDS = 8
 

@@ -203,27 +203,5 @@ def old_array(rep: Reporter, key_id: int, value: Any, key_at: int) -> tuple[int,
     return pid, Param(ValueType.FLOAT_ARRAY if as_float else ValueType.INT_ARRAY, values)
 
 
-# ---- rule-pattern values (only the pattern start of the grammar produces these) ----------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Capture:
-    """A ``%name`` value in a rule pattern."""
-
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class AnyValue:
-    """A ``*`` value in a rule pattern: the param must be present, with any value."""
-
-
-@dataclass(frozen=True, slots=True)
-class ArrayPattern:
-    """An array value in a rule pattern whose elements may be captures or ``*``."""
-
-    elements: tuple[Any, ...]
-
-
 def is_placeholder(item: str) -> bool:
     return item == "*" or item.startswith("%")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from graphsurgeon.formats.lalr_fast import Hook, Item
 from graphsurgeon.formats.param_literals import (
@@ -20,9 +20,6 @@ from graphsurgeon.formats.param_literals import (
     MAX_STRING,
     MAX_VALUE_TOKEN,
     OLD_ARRAY_BASE,
-    AnyValue,
-    ArrayPattern,
-    Capture,
     RawArray,
     Reporter,
     check_len,
@@ -36,22 +33,34 @@ from graphsurgeon.ir.params import Param
 from graphsurgeon.schema.catalog import ValueType
 
 
+class Placeholders(Protocol):
+    """What a rule pattern's ``%name``, ``*`` and arrays holding them become (the rule engine's types: the
+    formats know only that such values exist)."""
+
+    def capture(self, name: str) -> Any: ...
+
+    def any(self) -> Any: ...
+
+    def array(self, elements: tuple[Any, ...]) -> Any: ...
+
+
 @dataclass(slots=True)
 class LayerLine:
     type: str
     name: str
     bottoms: list[str]
     tops: list[str]
-    params: dict[int, Any]  # Param; in rule patterns also Capture, AnyValue, ArrayPattern
+    params: dict[int, Any]  # Param; in rule patterns also what the Placeholders make
     line: int
 
 
 class Records:
-    """One parse call: its Reporter, and ``patterns`` (a rule pattern: %captures and * are values)."""
+    """One parse call: its Reporter, and ``placeholders`` (when the text is a rule pattern: %captures and *
+    are values, made by the rule engine's own types)."""
 
-    def __init__(self, rep: Reporter, *, patterns: bool = False) -> None:
+    def __init__(self, rep: Reporter, *, placeholders: Placeholders | None = None) -> None:
         self.rep = rep
-        self.patterns = patterns
+        self.placeholders = placeholders
         # one typing function per value terminal of the grammar
         self._typers: dict[str, Callable[[str, int], Any]] = {
             "INT": self._int,
@@ -95,16 +104,16 @@ class Records:
         return RawArray(items, at, text.endswith(","))
 
     def _capture(self, text: str, at: int) -> Any:
-        if not self.patterns:
+        if self.placeholders is None:
             self.rep.problem("pattern-value", f"{text} is a rule-pattern capture, not an ncnn value", at)
             return Param(ValueType.STRING, text)
-        return Capture(text[1:])
+        return self.placeholders.capture(text[1:])
 
     def _any(self, text: str, at: int) -> Any:
-        if not self.patterns:
+        if self.placeholders is None:
             self.rep.problem("pattern-value", "* is a rule-pattern wildcard, not an ncnn value", at)
             return Param(ValueType.STRING, "*")
-        return AnyValue()
+        return self.placeholders.any()
 
     # ---- param: KEY value -------------------------------------------------------------------------------
 
@@ -140,7 +149,8 @@ class Records:
         return key_id, value
 
     def _array_pattern(self, key_id: int, raw: RawArray) -> tuple[int, Any] | None:
-        if not self.patterns:
+        holders = self.placeholders
+        if holders is None:
             message = "%captures and * in arrays belong only in rule patterns"
             self.rep.problem("pattern-value", message, raw.at)
             return None
@@ -152,12 +162,12 @@ class Records:
         elements: list[Any] = []
         for item in items:
             if item == "*":
-                elements.append(AnyValue())
+                elements.append(holders.any())
             elif item.startswith("%"):
-                elements.append(Capture(item[1:]))
+                elements.append(holders.capture(item[1:]))
             else:
                 elements.append(float(item) if ("." in item or "e" in item.lower()) else int(item))
-        return key_id, ArrayPattern(tuple(elements))
+        return key_id, holders.array(tuple(elements))
 
     # ---- layer: NAME NAME COUNT COUNT NAME* param* --------------------------------------------------------
 

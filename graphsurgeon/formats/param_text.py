@@ -36,7 +36,7 @@ from graphsurgeon.formats.param_literals import (
     ParseIssue,
     Reporter,
 )
-from graphsurgeon.formats.param_records import LayerLine, Records
+from graphsurgeon.formats.param_records import LayerLine, Placeholders, Records
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.resources import resource_dir
 from graphsurgeon.schema.catalog import Catalog
@@ -168,11 +168,14 @@ def read_param_text(
     return parse_param_text(text, path=name, catalog=catalog, strict=strict)
 
 
-def parse_pattern_lines(text: str, *, path: str = "<pattern>", first_line: int = 1) -> list[LayerLine]:
-    """Parse a rule pattern (layer lines, no header) with the same grammar; values may be ``%capture`` or
-    ``*``. ``first_line`` shifts reported lines to the pattern's place in its rule file."""
+def parse_layer_lines(
+    text: str, placeholders: Placeholders, *, path: str = "<pattern>", first_line: int = 1
+) -> list[LayerLine]:
+    """Parse layer lines without a header (a rule pattern) with the same grammar; ``%capture`` and ``*``
+    values become what ``placeholders`` makes. ``first_line`` shifts reported lines to the lines' place in
+    their file."""
     try:
-        items = _run(text, "pattern", Records(Reporter(text, strict=True), patterns=True))
+        items = _run(text, "pattern", Records(Reporter(text, strict=True), placeholders=placeholders))
     except Fail as fail:
         raise ParamSyntaxError(
             fail.message, path=path, line=fail.line + first_line - 1, column=fail.column

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphsurgeon.errors import CatalogError, GsurgError
-from graphsurgeon.formats.param_literals import AnyValue, ArrayPattern, Capture
-from graphsurgeon.formats.param_text import LayerLine, parse_pattern_lines
+from graphsurgeon.formats.param_records import LayerLine
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.params import Param, ncnn_view
+from graphsurgeon.rewrite.pattern_values import AnyValue, ArrayPattern, Capture, parse_pattern_lines
 from graphsurgeon.schema.expr import evaluate
 
 ANY = "*"

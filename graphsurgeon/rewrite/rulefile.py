@@ -77,7 +77,7 @@ class PatternSpec(StrictModel):
 
     @model_validator(mode="after")
     def _compiles(self) -> PatternSpec:
-        from graphsurgeon.formats.param_text import parse_pattern_lines  # the grammar, loaded on first use
+        from graphsurgeon.rewrite.pattern_values import parse_pattern_lines  # the grammar, on first use
 
         try:
             if not parse_pattern_lines(self.pattern, path="pattern"):

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from graphsurgeon.errors import GsurgError
-from graphsurgeon.formats.param_literals import AnyValue, ArrayPattern, Capture
-from graphsurgeon.formats.param_text import LayerLine, parse_pattern_lines
+from graphsurgeon.formats.param_records import LayerLine
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.names import fresh_name
 from graphsurgeon.ir.params import Param
+from graphsurgeon.rewrite.pattern_values import AnyValue, ArrayPattern, Capture, parse_pattern_lines
 
 
 class SnippetError(GsurgError):
