@@ -88,6 +88,7 @@ def test_verify_passes_on_the_default_conversion_with_every_stage_in_json(
     converted: Conversions, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = converted["fused"]
+    capsys.readouterr()  # what apply printed, when this test made the conversion
     assert main(["verify", str(folder), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["passed"]
@@ -119,6 +120,7 @@ def test_verify_passes_on_the_explicit_rope_conversion(
     folder = converted["explicit"]
     graph = (folder / "vision_encoder.ncnn.param").read_text()
     assert "RotaryEmbed" not in graph and "Slice" in graph  # the lowered form is what is verified
+    capsys.readouterr()
     assert main(["verify", str(folder)]) == 0
     text = capsys.readouterr().out
     rows = _stages(text)
