@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from graphsurgeon.rewrite.actions import ACTION_KEYS
 from graphsurgeon.rewrite.rulefile import RuleFile
-from graphsurgeon.rewrite.scope import LazyFacts, Scope, VarDef
+from graphsurgeon.rewrite.scope import JsonFact, LazyFacts, Scope, VarDef
 from graphsurgeon.rewrite.sections import CheckpointInput, ModelInput, Outputs, Source
 from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, load_located
 
@@ -171,7 +171,8 @@ class RuleProgram:
     def _json_files(self) -> Mapping[str, Any]:
         folder = self._checkpoint_folder("json")
         names = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
-        return LazyFacts(names, lambda stem: _read_json(folder / f"{stem}.json"))
+        where = f"the JSON files of {folder}"
+        return LazyFacts(names, lambda stem: _read_json(folder / f"{stem}.json"), where)
 
     # ---- the second step ---------------------------------------------------------------------------------
     def finish(self) -> RuleFile:
@@ -205,12 +206,14 @@ class RuleProgram:
 
 
 def _read_json(path: Path) -> Any:
+    """A checkpoint's JSON file as a fact (an object remembers its file, for errors)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
     except OSError as err:
         raise RuleFileError(f"{path}: cannot read the checkpoint's file: {err.strerror}") from None
     except ValueError as err:
         raise RuleFileError(f"{path}: not valid JSON: {err}") from None
+    return JsonFact(value, str(path)) if isinstance(value, dict) else value
 
 
 class _Counts(dict[str, int]):

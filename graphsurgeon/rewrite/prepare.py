@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from graphsurgeon.errors import GsurgError
+from graphsurgeon.export.errors import ExportError
 from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.loader import RuleProgram, open_rule_file
@@ -86,9 +87,11 @@ def prepare(
             _export(program, inputs, wanted, work, progress)
         rules = program.finish()
         checkpoints = {name: Checkpoint(c.path) for name, c in rules.checkpoints.items()}
-    except BaseException:
+    except BaseException as err:
         if work is not None and not keep_work:
             shutil.rmtree(work, ignore_errors=True)
+            if isinstance(err, ExportError) and str(work) in str(err):  # it points at a file just removed
+                raise ExportError(f"{err} (the work folder is removed; --keep-work keeps it)") from None
         raise
     return Prepared(rules, inputs, checkpoints, work, keep_work, sorted(wanted))
 

@@ -40,13 +40,32 @@ class VarDef:
     is_path: bool = False
 
 
-class LazyFacts(Mapping[str, Any]):
-    """A mapping whose entries are computed on first read (facts nobody uses are never read)."""
+class JsonFact(dict[str, Any]):
+    """A JSON object a fact was read from, with ``origin`` saying where (``/ckpt/config.json``, or
+    ``/ckpt/config.json: vision_encoder_config`` for a nested one), so a missing field's error names the
+    file. Nested objects are wrapped when read."""
 
-    def __init__(self, names: list[str], make: Callable[[str], Any]) -> None:
+    def __init__(self, data: Mapping[str, Any], origin: str) -> None:
+        super().__init__(data)
+        self.origin = origin
+
+    def __getitem__(self, key: str) -> Any:
+        value = super().__getitem__(key)
+        if isinstance(value, dict) and not isinstance(value, JsonFact):
+            value = JsonFact(value, f"{self.origin}: {key}")
+            super().__setitem__(key, value)
+        return value
+
+
+class LazyFacts(Mapping[str, Any]):
+    """A mapping whose entries are computed on first read (facts nobody uses are never read); ``origin``
+    says where its names come from, for errors."""
+
+    def __init__(self, names: list[str], make: Callable[[str], Any], origin: str = "") -> None:
         self._names = names
         self._make = make
         self._cache: dict[str, Any] = {}
+        self.origin = origin
 
     def __getitem__(self, key: str) -> Any:
         if key not in self._names:

@@ -196,7 +196,9 @@ def _compile_node(node: ast.AST, source: str) -> Compiled:
             if isinstance(obj, Mapping) and attr in obj:
                 return obj[attr]
             fields = f" (it has {', '.join(sorted(map(str, obj)))})" if isinstance(obj, Mapping) else ""
-            raise CatalogError(f"expression {source!r}: no field {attr!r}{fields}")
+            origin = getattr(obj, "origin", "")  # where a fact's mapping was read from, when it says
+            place = f" in {origin}" if origin else ""
+            raise CatalogError(f"expression {source!r}: no field {attr!r}{place}{fields}")
 
         return member
     if isinstance(node, ast.Name):

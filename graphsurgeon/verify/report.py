@@ -1,6 +1,7 @@
 """What ``gsurg verify`` reports: per stage, how close the converted model's values are to the reference's
 (cosine, max |a-b|, NaN/Inf counts), and per case, the greedy tokens side by side. A stage fails below the
-cosine threshold or with any non-finite value; a case fails when the tokens differ."""
+cosine threshold, with any non-finite value, or when the converted model could not compute it at all (ncnn
+returned an error: ``failed``); a case fails when the tokens differ."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ class StageResult:
     scale: float  # max |reference|, for reading max_abs
     nonfinite: int  # NaN or Inf values in the converted model's output
     min_cosine: float = MIN_COSINE
+    error: str = ""  # why the converted model produced no value for this stage (then the figures are 0)
 
     @property
     def passed(self) -> bool:
-        return self.nonfinite == 0 and self.cosine >= self.min_cosine
+        return not self.error and self.nonfinite == 0 and self.cosine >= self.min_cosine
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,12 @@ def compare(
     return StageResult(stage, cosine, max_abs, scale, bad, min_cosine)
 
 
+def failed(stage: str, error: str, *, min_cosine: float = MIN_COSINE) -> StageResult:
+    """A stage the converted model could not compute (e.g. ncnn returned an error, or an earlier stage it
+    needs failed that way): it fails, with ``error`` saying why."""
+    return StageResult(stage, 0.0, 0.0, 0.0, 0, min_cosine, error or "no value")
+
+
 @dataclass
 class VerifyReport:
     model: str
@@ -98,6 +106,12 @@ class VerifyReport:
                 f"{'stage':<{width}}  {'cosine':>10}  {'max_abs':>10}  {'scale':>10}  nan/inf  result"
             )
             for s in self.stages:
+                if s.error:
+                    dash = "-"
+                    lines.append(
+                        f"{s.stage:<{width}}  {dash:>10}  {dash:>10}  {dash:>10}  {dash:>7}  FAIL: {s.error}"
+                    )
+                    continue
                 mark = "ok" if s.passed else "FAIL"
                 lines.append(
                     f"{s.stage:<{width}}  {s.cosine:>10.7f}  {s.max_abs:>10.3e}  {s.scale:>10.3e}  "

@@ -1,0 +1,237 @@
+"""Bad input to the Penguin-VL conversion and its verifier (issue 9, item 8): a missing checkpoint file, a
+tensor missing or of the wrong shape, a config that does not match what the rule file expects, pnnx
+missing or failing, an unreadable image. Each is one ``gsurg: error:`` line naming the file or tensor and
+the reason, exit 2, and the output folder is left as it was (a file already in it is untouched, nothing
+new appears in it or beside it: no staging files, no work folder).
+
+Oracles: the files the test breaks (it knows which path and tensor it broke), the OS's folder listing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from safetensors.numpy import load_file, save_file
+
+from examples.penguin_vl.make_tiny import SHIPPED, make_tiny
+from graphsurgeon.cli import main
+from graphsurgeon.errors import GsurgError
+from graphsurgeon.rewrite.loader import open_rule_file
+from tests.conftest import CORPUS, REPO
+
+RULES = REPO / "rules" / "penguin_vl.yaml"
+VERIFIER = REPO / "examples" / "penguin_vl" / "verify.py"
+MISSING = "model.vision_encoder.vision_encoder.encoder.layers.1.mlp.up_proj.weight"
+RESHAPED = "model.layers.0.self_attn.k_proj.weight"
+
+
+def _config(ckpt: Path, edit: Callable[[dict], None], name: str = "config.json") -> None:
+    path = ckpt / name
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc, indent=2))
+
+
+def _tensors(ckpt: Path, edit: Callable[[dict], None]) -> None:
+    path = ckpt / "model.safetensors"
+    tensors = load_file(path)
+    edit(tensors)
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+def _vision_layers(n: int, *, both: bool) -> Callable[[Path], None]:
+    def edit(ckpt: Path) -> None:
+        _config(ckpt, lambda c: c["vision_encoder_config"].__setitem__("num_hidden_layers", n))
+        if both:  # the encoder's own config.json agrees, so only the weights disagree
+            _config(ckpt, lambda c: c.__setitem__("num_hidden_layers", n), "vision_encoder/config.json")
+
+    return edit
+
+
+# (how the tiny checkpoint is broken, what the one error line must contain: {ckpt} is its folder)
+BROKEN: dict[str, tuple[Callable[[Path], None], list[str]]] = {
+    "no-tokenizer": (lambda c: (c / "tokenizer.json").unlink(), ["{ckpt}/tokenizer.json: no such file"]),
+    "no-weights": (
+        lambda c: (c / "model.safetensors").unlink(),
+        ["{ckpt}: no model.safetensors or model.safetensors.index.json"],
+    ),
+    "missing-tensor": (
+        lambda c: _tensors(c, lambda t: t.pop(MISSING)),
+        ["{ckpt}/model.safetensors: missing tensor(s) " + MISSING],
+    ),
+    "wrong-shape": (
+        lambda c: _tensors(c, lambda t: t.__setitem__(RESHAPED, t[RESHAPED][:32].copy())),
+        [f"{{ckpt}}/model.safetensors: tensor '{RESHAPED}' has shape [32, 64]", "gives [64, 64]"],
+    ),
+    "vision-layers-vs-weights": (
+        _vision_layers(3, both=True),
+        ["{ckpt}/model.safetensors: missing tensor(s) ", "encoder.layers.2."],
+    ),
+    "vision-configs-differ": (
+        _vision_layers(3, both=False),
+        ["{ckpt}/vision_encoder/config.json: num_hidden_layers 2 differ", "{ckpt}/config.json"],
+    ),
+}
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    """An output folder already holding a user's file."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("earlier work")
+    return folder
+
+
+def _one_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gsurg: error: "), err
+    return err[0]
+
+
+def _untouched(out: Path) -> None:
+    assert sorted(os.listdir(out)) == ["keep.txt"] and (out / "keep.txt").read_text() == "earlier work"
+    assert sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".")) == []  # no work folder
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_broken_checkpoint_is_one_clear_error_and_writes_nothing(
+    tmp_path: Path, out: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SHIPPED, ckpt)
+    breaks, wanted = BROKEN[case]
+    breaks(ckpt)
+    assert main(["apply", str(RULES), "--set", f"checkpoint={ckpt}", "--out", str(out)]) == 2
+    line = _one_error(capsys)
+    for text in wanted:
+        assert text.format(ckpt=ckpt) in line, line
+    _untouched(out)
+
+
+def test_a_missing_shard_is_named(tmp_path: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ckpt = make_tiny(tmp_path / "ckpt", shards=2)
+    (ckpt / "model-00002-of-00002.safetensors").unlink()
+    assert main(["apply", str(RULES), "--set", f"checkpoint={ckpt}", "--out", str(out)]) == 2
+    line = _one_error(capsys)
+    assert f"{ckpt}/model-00002-of-00002.safetensors: cannot read: No such file or directory" in line
+    _untouched(out)
+
+
+@pytest.mark.slow
+def test_a_config_key_the_rule_file_reads_is_named_with_its_file(
+    tmp_path: Path, out: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pad_token_id is read by the rule file (model.json's token ids), not by the reference: the error
+    comes from the rule file's expression and must still name the checkpoint's config.json."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SHIPPED, ckpt)
+    _config(ckpt, lambda c: c.pop("pad_token_id"))
+    assert main(["apply", str(RULES), "--set", f"checkpoint={ckpt}", "--out", str(out)]) == 2
+    line = _one_error(capsys)
+    assert f"no field 'pad_token_id' in {ckpt}/config.json" in line and "penguin_vl.yaml:" in line, line
+    _untouched(out)
+
+
+def test_a_nested_config_key_is_named_with_its_file_and_object(tmp_path: Path) -> None:
+    """The rule file's variables read the checkpoint's config.json (vision_layers from
+    vision_encoder_config.num_hidden_layers): a key missing there names the file and the object."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SHIPPED, ckpt)
+    _config(ckpt, lambda c: c["vision_encoder_config"].pop("num_hidden_layers"))
+    program = open_rule_file(str(RULES), {"checkpoint": str(ckpt)})
+    with pytest.raises(GsurgError) as err:
+        program.scope.var("vision_layers")
+    msg = str(err.value)
+    assert "penguin_vl.yaml:" in msg and "\n" not in msg
+    assert f"no field 'num_hidden_layers' in {ckpt}/config.json: vision_encoder_config (it has " in msg, msg
+
+
+def _fake_pnnx(monkeypatch: pytest.MonkeyPatch, root: Path, script: str) -> None:
+    """A module named pnnx whose folder holds ``script`` as its executable (as tests/test_export.py)."""
+    pkg = root / "fakepnnx"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "pnnx").write_text(script)
+    (pkg / "pnnx").chmod(0o755)
+    fake = types.ModuleType("pnnx")
+    fake.__file__ = str(pkg / "__init__.py")
+    monkeypatch.setitem(sys.modules, "pnnx", fake)
+
+
+def test_pnnx_missing_is_one_clear_error(
+    tmp_path: Path, out: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "pnnx", None)  # import pnnx raises ImportError
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    assert main(["apply", str(RULES), "--out", str(out)]) == 2
+    assert "pnnx is not installed" in _one_error(capsys)
+    _untouched(out)
+
+
+def test_a_failing_pnnx_names_the_sub_model_and_its_log(
+    tmp_path: Path, out: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fake_pnnx(monkeypatch, tmp_path, "#!/bin/sh\necho 'RuntimeError: boom' >&2\nexit 3\n")
+    assert main(["apply", str(RULES), "--out", str(out)]) == 2
+    line = _one_error(capsys)
+    assert "sub-model vision_embed_patch: pnnx exited with code 3: RuntimeError: boom (log: " in line
+    # the log is in the work folder, which the run removed: the message says so and how to keep it
+    assert line.endswith("(the work folder is removed; --keep-work keeps it)"), line
+    _untouched(out)
+    assert main(["apply", str(RULES), "--out", str(out), "--keep-work"]) == 2
+    log = _one_error(capsys).split("(log: ")[1].rstrip(")")
+    assert Path(log).read_text().strip() == "RuntimeError: boom"  # kept, and the one it names
+
+
+@pytest.fixture
+def verify_folder(tmp_path: Path) -> Path:
+    """A folder whose model.json names the Penguin-VL verifier (images are read before any net loads)."""
+    folder = tmp_path / "converted"
+    folder.mkdir()
+    doc = {"nets": {}, "decoder": {}, "verifier": {"ref": f"{VERIFIER}:verify", "checkpoint": str(SHIPPED)}}
+    (folder / "model.json").write_text(json.dumps(doc))
+    return folder
+
+
+def _text_file(path: Path) -> Path:
+    path.write_text("not an image")
+    return path
+
+
+def _truncated_jpeg(path: Path) -> Path:
+    path.write_bytes((CORPUS / "images" / "desert.jpg").read_bytes()[:3000])
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda p: p / "missing.png", "no such image file"),
+        (lambda p: _text_file(p / "text.png"), "not an image Pillow can read"),
+        (lambda p: _truncated_jpeg(p / "cut.jpg"), "cannot decode the image: image file is truncated"),
+        (lambda p: p, "cannot decode the image"),
+    ],
+    ids=["missing", "not-an-image", "truncated", "a-folder"],
+)
+def test_an_unreadable_image_given_to_verify_is_one_clear_error(
+    tmp_path: Path,
+    verify_folder: Path,
+    capsys: pytest.CaptureFixture[str],
+    make: Callable[[Path], Path],
+    reason: str,
+) -> None:
+    image = make(tmp_path)
+    assert main(["verify", str(verify_folder), "--image", str(image), "--tokens", "2"]) == 2
+    line = _one_error(capsys)
+    assert line.startswith(f"gsurg: error: {image}: {reason}"), line
+    assert capsys.readouterr().out == ""  # no report was printed
