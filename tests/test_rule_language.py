@@ -389,3 +389,51 @@ def test_the_schema_covers_sources_interfaces_storage_side_files_and_transforms(
         assert f'"#/$defs/{name}"' in schema, name
     for transform in ("repeat_interleave", "reshape", "transpose", "slice"):
         assert f'"{transform}"' in schema, transform
+
+
+def test_an_including_file_extends_an_included_graph(tmp_path: Path) -> None:
+    write(tmp_path, "m.param", CHAIN)
+    write(
+        tmp_path,
+        "base.yaml",
+        "version: 1\nname: base\ninputs:\n  m: {param: m.param}\ngraphs:\n"
+        "  a:\n    input: m\n    output: {param: a.param}\n    interface: {inputs: [x], outputs: [y]}\n"
+        "    rules:\n      - name: first\n        match: {type: ReLU, name: r0}\n        expect: {count: 1}\n"
+        "        do: [{rename: p}]\n",
+    )
+    top = write(
+        tmp_path,
+        "top.yaml",
+        "version: 1\nname: top\ninclude: [base.yaml]\ngraphs:\n  a:\n    extend: true\n    rules:\n"
+        "      - {name: second, match: {type: ReLU, name: r1}, expect: {count: 1}, do: [{rename: q}]}\n",
+    )
+    rf = load_rule_file(str(top))
+    graph = rf.graphs["a"]
+    assert [r.name for r in graph.rules] == ["first", "second"] and graph.output is not None
+    assert main(["apply", str(top), "--out", str(tmp_path / "o")]) == 0
+    assert [line.split()[1] for line in (tmp_path / "o" / "a.param").read_text().splitlines()[2:]] == [
+        "in",
+        "p",
+        "q",
+    ]
+
+
+def test_a_replacement_that_reads_a_later_capture_keeps_the_graph_in_order(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "m.param",
+        "7767517\n5 6\nInput in 0 1 x 0=4\nSplit s 1 2 x x1 x2\nReLU a 1 1 x1 p\nTanH b 1 1 x2 q\n"
+        "BinaryOp add 2 1 p q y 0=0\n",
+    )
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ninputs:\n  m: {param: m.param}\ngraphs:\n  g:\n    input: m\n    rules:\n"
+        "      - name: fold\n        match:\n          pattern: |\n"
+        "            ReLU %a 1 1 %i %p\n            BinaryOp %add 2 1 %p %q %y 0=0\n"
+        "        expect: {count: 1}\n"
+        "        do:\n          - replace: 'BinaryOp %add 2 1 %i %q %y 0=2'\n",
+    )
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
+    out = read_param_text(tmp_path / "o" / "m.param")  # it reads back: producers come first
+    assert [layer.name for layer in out.layers] == ["in", "s", "b", "add"]

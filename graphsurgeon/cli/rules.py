@@ -32,7 +32,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
     print(summary(runs))
     if not args.dry_run:
         print(table(runs))
-    print("dry run: nothing written" if args.dry_run else f"wrote {args.out or 'outputs.dir'}")
+    folder = next((run.folder for run in runs if run.folder is not None), args.out)
+    print("dry run: nothing written" if args.dry_run else f"wrote {folder}")
     return 0
 
 

@@ -8,7 +8,8 @@ say where models come from (``source``, ``inputs``, ``checkpoints``, ``outputs``
 evaluates ``graphs`` and ``side_files`` and validates the whole. ``load_rule_file`` does both.
 
 Merging: an included file's entries come first and the including file's win — ``vars`` and the entries of
-``inputs``, ``checkpoints`` and ``graphs`` by name (a graph is replaced whole, keeping its place), ``source``
+``inputs``, ``checkpoints`` and ``graphs`` by name (a graph is replaced whole, keeping its place, unless
+it says ``extend: true``: then its keys override and its rules follow the included graph's), ``source``
 and ``outputs`` whole; ``side_files`` are concatenated, except that an entry with the same ``output`` as
 an included one replaces it. ``--set`` overrides any variable.
 """
@@ -238,6 +239,16 @@ def _merge(
             raise RuleFileError(f"{src.where((section,))}: {section} is a mapping of name: entry")
         merged = dict(data.get(section) or {})
         for name, entry in value.items():
+            earlier = merged.get(name)
+            if (
+                section == "graphs"
+                and isinstance(entry, dict)
+                and entry.get("extend")
+                and earlier is not None
+            ):
+                # extend an included graph: its keys are kept unless given, its rules come first
+                rules = [*(earlier.get("rules") or []), *(entry.get("rules") or [])]
+                entry = {**earlier, **{k: v for k, v in entry.items() if k != "extend"}, "rules": rules}
             merged[name] = entry
             origins[(section, name)] = src
         data[section] = merged

@@ -119,6 +119,11 @@ class PassStep(StrictModel):
 
 
 class GraphSpec(StrictModel):
+    extend: bool = Field(
+        default=False,
+        description="in a file that includes another: add these rules (and override these keys) to the "
+        "included graph of the same name instead of replacing it",
+    )
     input: str = Field(
         default="model",
         description="an entry of `inputs`, or an earlier graph whose result this graph rewrites further",

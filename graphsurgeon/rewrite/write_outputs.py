@@ -39,6 +39,7 @@ class GraphRun:
     interface: tuple[list[str], list[str]] | None = None  # declared (inputs, outputs), once checked
     storage_changes: list[str] = field(default_factory=list)
     records: list[WeightRecord] = field(default_factory=list)
+    folder: str | None = None  # where it was written
 
     @property
     def has_weights(self) -> bool:
@@ -64,6 +65,7 @@ def write_runs(
     with AtomicGroup() as group, (progress or Progress()).bar("writing weights", total) as advance:
         results: dict[str, dict[str, Any]] = {}
         for run in runs:
+            run.folder = str(folder)
             base = folder / run.param_name
             base.parent.mkdir(parents=True, exist_ok=True)
             if run.binary:

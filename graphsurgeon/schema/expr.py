@@ -3,8 +3,8 @@
 The language is a Python subset: int/float literals, names, ``a.b`` fields of mapping values (a rule file's
 ``config.num_hidden_layers``), string literals (for ``==``/``!=``), ``+ - * / // % **``, unary
 ``-``/``not``, comparisons, ``and``/``or``, ``a if c else b`` and the functions ``min max abs len sum prod
-ceil_div align``. ``//`` truncates toward zero as C integer division does. Expressions are compiled once
-and cached.
+ceil_div align`` and ``get(mapping, key, default)``. ``//`` truncates toward zero as C integer division
+does. Expressions are compiled once and cached.
 
 Evaluation is bounded, because expressions also come from users (``--custom``, rule ``where:``) and from
 model params: arithmetic takes numbers only (no list or string repetition); every int result, intermediate
@@ -128,6 +128,11 @@ def _abs(value: Any) -> Any:
     return bounded(abs(_number(value)))
 
 
+def _get(obj: Any, key: Any, default: Any = None) -> Any:
+    """``obj[key]`` for a mapping that has it, else ``default`` (an optional config key)."""
+    return obj[key] if isinstance(obj, Mapping) and key in obj else default
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": min,
     "max": max,
@@ -137,6 +142,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "prod": _prod,
     "ceil_div": _arith(_ceil_div),
     "align": _arith(_align),
+    "get": _get,
 }
 
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
@@ -185,8 +191,8 @@ def _compile_node(node: ast.AST, source: str) -> Compiled:
     ):
         value = _run(lambda env: bounded(node.value), {}, source)
         return lambda env: value
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        text = node.value  # compared with == / != (a rule's `when:`); arithmetic refuses it
+    if isinstance(node, ast.Constant) and (isinstance(node.value, str) or node.value is None):
+        text = node.value  # compared with == / != (a rule's `when:`), a get() default; arithmetic refuses it
         return lambda env: text
     if isinstance(node, ast.Attribute):
         base, attr = _compile(node.value, source), node.attr

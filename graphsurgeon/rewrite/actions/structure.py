@@ -12,6 +12,7 @@ from pydantic import Field
 
 from graphsurgeon.errors import GraphError
 from graphsurgeon.ir.graph import Graph, Layer
+from graphsurgeon.ir.passes import toposort
 from graphsurgeon.rewrite import snippets
 from graphsurgeon.rewrite.actions.base import ActionContext, ActionError, ActionModel, LayerAction
 from graphsurgeon.rewrite.strict import StrictModel
@@ -120,7 +121,18 @@ class ReplaceAction(ActionModel):
         lost = [name for name in needed if name not in produced]
         if lost:
             raise ActionError(f"the replacement does not produce {lost}, which other layers still read")
+        if not _ordered(graph):  # the new lines sit where the first matched layer was; a capture may be later
+            toposort(graph)
         return f"replaced {', '.join(x.name for x in matched)} with {', '.join(x.name for x in made)}"
+
+
+def _ordered(graph: Graph) -> bool:
+    seen: set[int] = set()
+    for layer in graph.layers:
+        if any(b.producer is not None and id(b.producer) not in seen for b in layer.inputs):
+            return False
+        seen.add(id(layer))
+    return True
 
 
 class InsertAction(LayerAction):
