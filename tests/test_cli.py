@@ -24,8 +24,8 @@ def test_help_lists_the_commands() -> None:
     assert all(cmd in out for cmd in ("fmt", "synth-bin", "lint", "diff-bin"))
 
 
-def test_readme_quick_start_command_runs_and_the_model_still_computes(tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text()
+def test_readme_small_start_command_runs_and_the_model_still_computes(tmp_path: Path) -> None:
+    readme = " ".join((REPO / "README.md").read_text().split())
     command = (
         "gsurg apply rules/matmul-weight-slots.yaml examples/quickstart/mlp.param "
         "--bin examples/quickstart/mlp.bin --out out"
@@ -41,6 +41,17 @@ def test_readme_quick_start_command_runs_and_the_model_still_computes(tmp_path: 
     got = run(fp32_net(out / "mlp.param", out / "mlp.bin"), {"in0": x}, ["out0"])["out0"]
     assert ref.shape == (4, 10) and np.allclose(ref.sum(axis=1), 1.0, atol=1e-5)
     assert got.tobytes() == ref.tobytes()
+
+
+def test_readme_quick_start_converts_and_verifies_the_embedded_penguin_vl(tmp_path: Path) -> None:
+    """The README's first command (apply on the embedded model, then verify), on a copy of the output
+    folder so the test leaves the checkout alone."""
+    assert (
+        "gsurg apply rules/penguin_vl.yaml && gsurg verify out/penguin_vl" in (REPO / "README.md").read_text()
+    )
+    out = tmp_path / "penguin_vl"
+    assert main(["apply", str(REPO / "rules" / "penguin_vl.yaml"), "--out", str(out)]) == 0
+    assert main(["verify", str(out), "--tokens", "8"]) == 0
 
 
 def test_param_bin_output_runs_in_ncnn_like_the_text_form(tmp_path: Path) -> None:
