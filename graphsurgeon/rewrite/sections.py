@@ -81,12 +81,44 @@ class StorageRule(StrictModel):
     storage: StorageName
 
 
+#: fp16's largest finite value: a larger magnitude becomes inf in fp16 storage or arithmetic.
+FP16_MAX = 65504.0
+#: ncnn's featmask bits (param 31, ``get_masked_option`` in src/net.cpp): 1 no fp16 arithmetic, 2 no fp16
+#: storage (nor fp16 packed), 4 no bf16 storage/packed.
+FEATMASK_NO_FP16 = 3
+
+
+class Calibrate(StrictModel):
+    """Find the layers fp16 cannot run: the graph (after its rules, weights as they are) runs in the ncnn
+    wheel with exact fp32 options on the export source's calibration samples, every blob is extracted, and
+    a watched layer any of whose input or output blobs reaches ``|x| > limit`` (or holds inf/NaN) keeps
+    fp32 weights and gets ``featmask`` OR-ed into its param 31, so ncnn never runs it in fp16."""
+
+    when: bool = Field(default=True, description="calibrate only when this holds, e.g. ${storage == 'fp16'}")
+    limit: float = Field(
+        default=FP16_MAX, gt=0, allow_inf_nan=False, description="the largest |activation| fp16 may carry"
+    )
+    featmask: int = Field(
+        default=FEATMASK_NO_FP16,
+        ge=1,
+        le=255,
+        description="bits OR-ed into param 31 of a layer above the limit (ncnn: 1 no fp16 arithmetic, "
+        "2 no fp16 storage, 4 no bf16)",
+    )
+    match: Selector | None = Field(
+        default=None,
+        description="the layers watched (default: every layer but Input, which computes nothing)",
+    )
+
+
 class StoragePolicy(StrictModel):
     """How a graph's tagged weights are stored: ``default`` for all, then ``rules`` in order (the last
-    matching one wins). A weight a rule action gave an explicit ``storage`` keeps it (it is pinned)."""
+    matching one wins), then ``calibrate``: the layers it finds above the limit keep fp32. A weight a rule
+    action gave an explicit ``storage`` keeps it (it is pinned)."""
 
     default: StorageName = "fp32"
     rules: list[StorageRule] = Field(default_factory=list)
+    calibrate: Calibrate | None = None
 
 
 class SideFile(StrictModel):

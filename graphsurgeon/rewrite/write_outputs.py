@@ -16,6 +16,7 @@ from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import WeightRecord, write_bin
 from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.ir.graph import Graph
+from graphsurgeon.rewrite.calibrate import CalibrationReport
 from graphsurgeon.rewrite.driver import ApplyReport
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.side_files import GraphResult, write_side_files
@@ -37,6 +38,7 @@ class GraphRun:
     bytes_after: int | None = None
     interface: tuple[list[str], list[str]] | None = None  # declared (inputs, outputs), once checked
     storage_changes: list[str] = field(default_factory=list)
+    calibration: CalibrationReport | None = None  # what storage.calibrate measured and marked
     records: list[WeightRecord] = field(default_factory=list)
 
     @property
@@ -95,4 +97,6 @@ def _provenance(rf: RuleFile, rule_path: str, run: GraphRun) -> str:
     }
     if run.storage_changes:
         doc["storage"] = run.storage_changes
+    if run.calibration is not None:
+        doc["calibration"] = run.calibration.to_json()
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
