@@ -249,6 +249,7 @@ def summary(runs: list[GraphRun]) -> str:
             lines.append(f"  {run.calibration.summary()}")
         if run.storage_changes:
             lines.append(f"  storage policy re-stored {len(run.storage_changes)} weight(s)")
+        lines.extend(f"  {m.summary()}" for m in run.weight_maps)
         if run.bytes_before is not None or run.bytes_after is not None:
             before_text = "none" if run.bytes_before is None else f"{run.bytes_before}"
             after_text = "not written" if run.bytes_after is None else f"{run.bytes_after}"

@@ -124,19 +124,37 @@ class StoragePolicy(StrictModel):
 class SideFile(StrictModel):
     """A file written beside the models, in the same atomic output group: a jinja2 ``template`` (a path
     relative to the rule file, or a template name in ``emit/``) rendered with the run's variables, the
-    graphs' interfaces and weight records and ``data``, or a file ``copy``'d as it is."""
+    graphs' interfaces and weight records and ``data``; a file ``copy``'d as it is; or, per graph with
+    weights, a ``weight_map`` for ``gsurg diff-bin``: each stored weight paired with the checkpoint tensor
+    (a safetensors file, a ``*.safetensors.index.json``, or a folder holding one) whose values it holds,
+    written to ``output`` with ``{graph}`` replaced by the graph's name."""
 
-    output: str = Field(description="path inside the output folder")
+    output: str = Field(description="path inside the output folder ({graph}: the graph, for weight_map)")
     template: str | None = None
     copy_: str | None = Field(default=None, alias="copy")
+    weight_map: str | None = Field(
+        default=None, description="the checkpoint the graphs' weights come from (file, index or folder)"
+    )
+    graphs: list[str] | None = Field(default=None, description="weight_map: these graphs (default: all)")
     data: dict[str, Any] = Field(default_factory=dict)
     when: bool = True
 
     @model_validator(mode="after")
     def _one_kind(self) -> SideFile:
-        if (self.template is None) == (self.copy_ is None):
-            raise ValueError("give template or copy")
+        if sum(x is not None for x in (self.template, self.copy_, self.weight_map)) != 1:
+            raise ValueError("give one of template, copy and weight_map")
+        if self.weight_map is not None and "{graph}" not in self.output:
+            raise ValueError("a weight_map output names one file per graph: put {graph} in it")
+        if self.weight_map is None and self.graphs is not None:
+            raise ValueError("graphs goes with weight_map")
         return self
+
+    def outputs_for(self, graph_names: list[str]) -> list[str]:
+        """The paths this entry may write: ``output``, or one per graph for a weight map."""
+        if self.weight_map is None:
+            return [self.output]
+        names = graph_names if self.graphs is None else self.graphs
+        return [self.output.replace("{graph}", name) for name in names]
 
 
 class Outputs(StrictModel):

@@ -20,6 +20,7 @@ from graphsurgeon.rewrite.calibrate import CalibrationReport
 from graphsurgeon.rewrite.driver import ApplyReport
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.side_files import GraphResult, write_side_files
+from graphsurgeon.rewrite.weight_map_side import WeightMap, WrittenGraph
 
 
 @dataclass
@@ -40,6 +41,7 @@ class GraphRun:
     storage_changes: list[str] = field(default_factory=list)
     calibration: CalibrationReport | None = None  # what storage.calibrate measured and marked
     records: list[WeightRecord] = field(default_factory=list)
+    weight_maps: list[WeightMap] = field(default_factory=list)  # diff-bin maps written for it
 
     @property
     def has_weights(self) -> bool:
@@ -80,7 +82,12 @@ def write_runs(rf: RuleFile, rule_path: str, runs: list[GraphRun], folder: Path)
                 run.param_name, run.bin_name, inputs, outputs, GraphResult.weight_table(run.records)
             ).as_dict()
         context = {"vars": dict(rf.vars), "graphs": results, "rule_set": rf.name}
-        return write_side_files(rf.side_files, folder, context, group)
+        written = [WrittenGraph(run.name, run.graph, run.bin_name, run.records) for run in runs]
+        outputs, maps = write_side_files(rf.side_files, folder, context, group, written)
+        by_name = {run.name: run for run in runs}
+        for m in maps:
+            by_name[m.graph].weight_maps.append(m)
+        return outputs
 
 
 def _provenance(rf: RuleFile, rule_path: str, run: GraphRun) -> str:
