@@ -158,6 +158,21 @@ def test_a_weight_no_tensor_holds_is_an_error_naming_layer_slot_and_offset(
     assert not (out / "mlp.bin").exists() and not (out / "main.weights.yaml").exists()  # nothing written
 
 
+def test_a_tensor_equal_only_where_the_probe_looks_is_no_partner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """proj.data's 320 values differ from the tensor's at index 100 only, between the places a probe reads
+    (the first, middle and last 64): the full comparison must refuse it."""
+    w = _weights()
+    almost = w["proj.data"].reshape(-1).copy()
+    almost[100] += 1.0
+    ckpt = tmp_path / "a.safetensors"
+    save_file({"w": w["fc1.weight"], "b": w["fc1.bias"], "p": almost.reshape(32, 10)}, str(ckpt))
+    assert _apply(tmp_path, str(ckpt), tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert f"layer proj, weight data, offset {PROJ_OFFSET}: no tensor of {ckpt} holds its 320 values" in err
+
+
 def test_an_fp16_weight_pairs_with_the_tensor_it_rounds_from(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

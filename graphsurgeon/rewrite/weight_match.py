@@ -5,10 +5,11 @@ a ``weight_map`` side file (``gsurg diff-bin``'s YAML map).
 order: the tensor may differ only in shape (the reshape or flatten a Linear, Conv or Embedding export
 implies: a Conv kernel ``[O, C, kh, kw]`` stored as a Gemm's ``[O, C*kh*kw]``), never in order or value.
 A weight stored fp16 or bf16 is compared with the tensor rounded to that storage exactly as gsurg's writer
-rounds (round to nearest even). Values are compared through a digest (BLAKE2b, 160 bits) of their float32
-bytes, ``-0.0`` counted as ``+0.0``, computed in chunks: one weight and one tensor at a time, each tensor
-read at most once per storage and only when some weight has its element count. The digest only finds the
-partner; ``gsurg diff-bin`` with the map then compares the files themselves.
+rounds (round to nearest even). Only tensors with the weight's element count are candidates; a probe of
+each (up to 64 values at its start, middle and end, read once per storage) rules out most of them, and
+the rest are compared with the weight in full, chunk by chunk, stopping at the first difference. One
+weight is held at a time; a tensor is read in chunks. ``gsurg diff-bin`` with the map then compares the
+files themselves.
 
 **Ambiguity.** Two tensors holding the same values (a checkpoint that stores a tied matrix twice, norms
 still at their initial ones) both fit: the first one (in name order, numbers compared as numbers) that no
@@ -22,21 +23,20 @@ which are not float data.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.model_bin import WeightRecord, planned_loads
-from graphsurgeon.formats.safetensors import Checkpoint
+from graphsurgeon.formats.safetensors import Checkpoint, TensorSource
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import Storage, Weight, bf16_bits
 
-CHUNK = 1 << 20  # elements per digest step
+CHUNK = 1 << 20  # elements compared at a time
+PROBE = 64  # values a probe reads at each of three places
 _FLOAT_DTYPES = {"F32", "F16", "BF16"}
 _AS_STORED = {Storage.FP32, Storage.FP32_SCALED, Storage.RAW}
 _ROUNDED = {Storage.FP16, Storage.BF16}
@@ -73,14 +73,6 @@ def _rounded(chunk: np.ndarray, storage: Storage) -> np.ndarray:
     return chunk
 
 
-def _digest(chunks: Iterator[np.ndarray]) -> bytes:
-    h = hashlib.blake2b(digest_size=20)
-    for chunk in chunks:
-        canon = np.add(np.asarray(chunk, dtype=np.float32), np.float32(0.0))  # -0.0 -> +0.0
-        h.update(np.ascontiguousarray(canon, dtype="<f4").data.cast("B"))
-    return h.digest()
-
-
 def stored_values(weight: Weight) -> np.ndarray:
     """A weight's values as the .bin holds them, flat float32: an unchanged record decoded, a new weight
     rounded to its storage as the writer encodes it."""
@@ -90,14 +82,20 @@ def stored_values(weight: Weight) -> np.ndarray:
     return values
 
 
-def _chunks(values: np.ndarray) -> Iterator[np.ndarray]:
-    for start in range(0, values.size, CHUNK):
-        yield values[start : start + CHUNK]
+def _windows(count: int) -> list[tuple[int, int]]:
+    """Where a probe reads: up to PROBE values at the start, the middle and the end."""
+    n = min(PROBE, count)
+    mid = max(0, min(count - n, count // 2 - n // 2))
+    return [(0, n), (mid, mid + n), (count - n, count)]
+
+
+def _canonical(values: np.ndarray) -> bytes:
+    return np.add(values, np.float32(0.0), dtype=np.float32).tobytes()  # -0.0 and +0.0 alike
 
 
 class WeightMatcher:
     """Pairs weights with the tensors of one checkpoint; shared by every graph of a run, so each tensor is
-    digested once per storage and the order used to resolve ambiguities spans the run."""
+    probed once per storage and the order used to resolve ambiguities spans the run."""
 
     def __init__(self, checkpoint: str) -> None:
         self.path = checkpoint
@@ -107,24 +105,37 @@ class WeightMatcher:
             if info.dtype in _FLOAT_DTYPES:
                 by_count.setdefault(math.prod(info.shape), []).append(name)
         self._by_count = {n: sorted(names, key=_natural) for n, names in by_count.items()}
-        self._digests: dict[tuple[str, Storage], bytes] = {}
+        self._probes: dict[tuple[str, Storage], bytes] = {}
+        self._sources: dict[str, TensorSource] = {}
         self._taken: set[str] = set()
 
     def close(self) -> None:
         self.ckpt.close()
 
-    def _tensor_digest(self, name: str, storage: Storage) -> bytes:
+    def _read(self, name: str, storage: Storage, start: int, stop: int) -> np.ndarray:
+        """Elements ``start:stop`` of tensor ``name``, as ``storage`` holds them (valid until the next
+        read: the checkpoint's readers reuse their buffers)."""
+        source = self._sources.get(name)
+        if source is None:
+            source = self._sources[name] = self.ckpt.source(name, ())
+        values, _ = source.read(start, stop)
+        return _rounded(values, storage)
+
+    def _probe(self, name: str, storage: Storage, count: int) -> bytes:
         key = (name, Storage.FP32 if storage in _AS_STORED else storage)
-        if key not in self._digests:
-            source = self.ckpt.source(name, ())
+        if key not in self._probes:
+            # each read may land in the reader's reused buffer: copy before the next one
+            parts = [self._read(name, key[1], a, b).copy() for a, b in _windows(count)]
+            self._probes[key] = _canonical(np.concatenate(parts))
+        return self._probes[key]
 
-            def chunks() -> Iterator[np.ndarray]:
-                for start in range(0, source.count, CHUNK):
-                    values, _ = source.read(start, min(source.count, start + CHUNK))
-                    yield _rounded(values, key[1])
-
-            self._digests[key] = _digest(chunks())
-        return self._digests[key]
+    def _equal(self, values: np.ndarray, name: str, storage: Storage) -> bool:
+        for start in range(0, values.size, CHUNK):
+            stop = min(values.size, start + CHUNK)
+            theirs = self._read(name, storage, start, stop)
+            if not np.array_equal(values[start:stop], theirs, equal_nan=True):
+                return False
+        return True
 
     def pair_graph(self, graph: Graph, records: list[WeightRecord], bin_name: str) -> list[Pairing]:
         """Every record of ``bin_name`` (written from ``graph``) with its tensor, in file order."""
@@ -146,9 +157,14 @@ class WeightMatcher:
                 f"{where}: stored as {rec.storage.value}; a weight map pairs float weights only"
             )
         count = math.prod(rec.shape)
-        digest = _digest(_chunks(stored_values(weight)))
+        values = stored_values(weight)
+        probe = _canonical(np.concatenate([values[a:b] for a, b in _windows(count)]))
         candidates = self._by_count.get(count, [])
-        matches = [t for t in candidates if self._tensor_digest(t, rec.storage) == digest]
+        matches = [
+            t
+            for t in candidates
+            if self._probe(t, rec.storage, count) == probe and self._equal(values, t, rec.storage)
+        ]
         if not matches:
             rounding = "" if rec.storage in _AS_STORED else f" (each rounded to {rec.storage.value})"
             shown = ", ".join(candidates[:3]) + (", …" if len(candidates) > 3 else "")
