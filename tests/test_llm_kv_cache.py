@@ -53,10 +53,13 @@ def test_the_decoder_has_the_kv_cache_interface(converted: dict[str, Path]) -> N
         assert sorted(p.name for p in folder.iterdir() if not p.name.endswith(".gsurg.json")) == [
             "decoder.ncnn.bin",
             "decoder.ncnn.param",
+            "decoder.weights.yaml",
             "embed.ncnn.bin",
             "embed.ncnn.param",
+            "embed.weights.yaml",
             "lm_head.ncnn.bin",
             "lm_head.ncnn.param",
+            "lm_head.weights.yaml",
             "model.json",
         ]
         graph = read_param_text(folder / "decoder.ncnn.param")

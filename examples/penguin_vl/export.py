@@ -10,7 +10,10 @@ sub-models, each with its length dynamic (the patch count for the vision parts, 
   example (``examples/qwen3_llm``) from a Qwen3 model that shares this checkpoint's LLM parameters, so the
   LLM conversion of ``rules/llm-kv-cache.yaml`` applies unchanged.
 
-The example grid is not square (3 x 5 patches) so rows and columns cannot be confused while tracing."""
+The example grid is not square (3 x 5 patches) so rows and columns cannot be confused while tracing.
+
+Every spec carries calibration samples (``calibration.py``): an image (variable ``calibration_image``, or a
+synthetic one) and a prompt through the reference, computed only if a storage policy calibrates."""
 
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ from examples.qwen3_llm.model import Qwen3ForCausalLM
 from graphsurgeon.export.errors import ExportError
 from graphsurgeon.export.spec import ExportSpec
 
+from .calibration import PenguinSamples, calibration_image
+from .config import load_files
 from .model import PenguinVL, load_model
 from .parts import VisionEmbedPatch, VisionEncoder, VisionProjector, vision_rope_inputs
 
@@ -61,7 +66,9 @@ def build(variables: Mapping[str, Any], checkpoint: Path | None) -> Sequence[Exp
     rope = variables.get("rope", "fused")
     if rope not in ("fused", "explicit"):
         raise ExportError(f"the penguin_vl source: rope must be 'fused' or 'explicit', not {rope!r}")
-    model = load_model(checkpoint)
+    files = load_files(checkpoint)
+    model = load_model(checkpoint, files)
+    samples = PenguinSamples(model, files, calibration_image(variables))
     vcfg = model.config.vision
     n = EXAMPLE_GRID[0] * EXAMPLE_GRID[1]
     gen = torch.Generator().manual_seed(0)
@@ -70,13 +77,27 @@ def build(variables: Mapping[str, Any], checkpoint: Path | None) -> Sequence[Exp
     cos, sin = vision_rope_inputs(model, EXAMPLE_GRID)
     patches = {"patches": [(0, 1)]}
     vision = [
-        ExportSpec("vision_embed_patch", VisionEmbedPatch(model).eval(), (pixels,), patches),
+        ExportSpec(
+            "vision_embed_patch",
+            VisionEmbedPatch(model).eval(),
+            (pixels,),
+            patches,
+            samples.vision("vision_embed_patch"),
+        ),
         ExportSpec(
             "vision_encoder",
             VisionEncoder(model, rope).eval(),
             (hidden, cos, sin),
             {"patches": [(0, 1), (1, 1), (2, 1)]},
+            samples.vision("vision_encoder"),
         ),
-        ExportSpec("vision_projector", VisionProjector(model).eval(), (hidden,), patches),
+        ExportSpec(
+            "vision_projector",
+            VisionProjector(model).eval(),
+            (hidden,),
+            patches,
+            samples.vision("vision_projector"),
+        ),
     ]
-    return [*vision, *build_llm(variables, checkpoint, model=text_model(model))]
+    llm = build_llm(variables, checkpoint, model=text_model(model), prompts=samples.prompts)
+    return [*vision, *llm]

@@ -36,12 +36,18 @@ class ExportSpec:
     mode, fp32. ``inputs``: example inputs, each with a leading batch dim 1 (float32, or int32/int64 ids).
     ``dynamic``: symbolic dim -> the ``(input index, dim)`` pairs that take its size, e.g. a decoder with
     hidden ``[1,T,H]``, mask ``[1,T,T]``, cos/sin ``[1,T,D]``:
-    ``{"seq": [(0, 1), (1, 1), (1, 2), (2, 1), (3, 1)]}``."""
+    ``{"seq": [(0, 1), (1, 1), (1, 2), (2, 1), (3, 1)]}``.
+    ``calibration``: inputs a storage policy's calibration runs the converted graph on (``calibrate:`` in a
+    rule file), each sample a tuple like ``inputs`` (same count, ranks and kinds; sizes of the dynamic dims
+    may differ); None means the example inputs. gsurg reads it only when a graph calibrates, so a source
+    may hand over a lazy sequence that computes realistic samples (a reference model's activations) on
+    first access."""
 
     name: str
     module: torch.nn.Module
     inputs: tuple[torch.Tensor, ...]
     dynamic: Mapping[str, Sequence[tuple[int, int]]] = field(default_factory=dict)
+    calibration: Sequence[tuple[torch.Tensor, ...]] | None = None
 
 
 Source = Callable[[Mapping[str, Any], Path | None], Sequence[ExportSpec]]

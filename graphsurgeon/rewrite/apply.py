@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.model_bin import read_bin
 from graphsurgeon.formats.outpaths import ensure_folder
@@ -17,6 +19,7 @@ from graphsurgeon.formats.param_any import is_param_bin, read_param
 from graphsurgeon.formats.recovery import recover_folder, warn_pending
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.progress import Progress
+from graphsurgeon.rewrite.calibrate import CalibrationError, calibrate_graph, export_inputs
 from graphsurgeon.rewrite.driver import apply_graph
 from graphsurgeon.rewrite.interface import check_interface
 from graphsurgeon.rewrite.pattern import compile_pattern, explain_pattern
@@ -126,19 +129,32 @@ def _run(
         if progress is not None:
             progress(f"graph {name}: {len(spec.rules)} rule(s)")
         run = _start(prepared, name, spec, runs)
+        cal = spec.storage.calibrate if spec.storage is not None else None
+        calibrating = cal is not None and cal.when
+        exported = export_inputs(run.graph) if calibrating else {}
         run.report = apply_graph(
             run.graph, spec, strict=strict, checkpoints=prepared.checkpoints, variables=dict(rf.vars)
         )
         if isinstance(spec.interface, Interface):
             run.interface = check_interface(run.graph, spec.interface, f"graph {name}")
         if spec.storage is not None:
-            run.storage_changes = apply_storage_policy(run.graph, spec.storage, run.report.pinned)
+            keep: set[int] = set()
+            if cal is not None and calibrating:
+                samples = _calibration_samples(prepared, name, spec, runs)
+                if progress is not None:
+                    progress(f"graph {name}: calibrating on {len(samples)} sample(s)")
+                run.calibration = calibrate_graph(
+                    run.graph, cal, exported, samples, label=name, scratch=prepared.work
+                )
+                keep = run.calibration.layer_ids
+            run.storage_changes = apply_storage_policy(run.graph, spec.storage, run.report.pinned, keep)
         if run.has_weights and run.bin_name is None:
             raise GsurgError(
                 f"graph {name}: the result has weights but no .bin to write them to (give --bin, bin: in "
                 "the rule file's inputs, or output.bin)"
             )
         runs[name] = run
+    prepared.release_sources()
     if dry_run:
         return list(runs.values())
     if folder is None:
@@ -149,6 +165,19 @@ def _run(
         progress(f"writing {len(runs)} graph(s) to {folder}")
     write_runs(rf, rule_path, list(runs.values()), Path(folder), progress)
     return list(runs.values())
+
+
+def _calibration_samples(
+    prepared: Prepared, name: str, spec: GraphSpec, done: dict[str, GraphRun]
+) -> list[tuple[np.ndarray, ...]]:
+    make = None if spec.input in done else prepared.calibration.get(spec.input)
+    if make is None:
+        what = f"graph {spec.input}'s result" if spec.input in done else f"input {spec.input!r}"
+        raise CalibrationError(
+            f"graph {name}: storage.calibrate runs the graph on the export source's calibration samples, "
+            f"but it rewrites {what}, which is not an export of the rule file's source"
+        )
+    return make()
 
 
 def explain_rule(
@@ -241,8 +270,11 @@ def summary(runs: list[GraphRun]) -> str:
         for t in sorted(set(before) | set(after)):
             if before[t] != after[t]:
                 lines.append(f"  {t}: {before[t]} -> {after[t]} layers")
+        if run.calibration is not None:
+            lines.append(f"  {run.calibration.summary()}")
         if run.storage_changes:
             lines.append(f"  storage policy re-stored {len(run.storage_changes)} weight(s)")
+        lines.extend(f"  {m.summary()}" for m in run.weight_maps)
         if run.bytes_before is not None or run.bytes_after is not None:
             before_text = "none" if run.bytes_before is None else f"{run.bytes_before}"
             after_text = "not written" if run.bytes_after is None else f"{run.bytes_after}"

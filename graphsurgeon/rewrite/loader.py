@@ -106,7 +106,7 @@ def _path_field(loc: tuple[Any, ...]) -> str | None:
         return "path"
     if len(loc) == 3 and loc[0] == "checkpoints" and loc[2] == "path":
         return "path"
-    if len(loc) == 3 and loc[0] == "side_files" and loc[2] == "copy":
+    if len(loc) == 3 and loc[0] == "side_files" and loc[2] in ("copy", "weight_map"):
         return "path"
     if len(loc) == 3 and loc[0] == "side_files" and loc[2] == "template":
         return "template"

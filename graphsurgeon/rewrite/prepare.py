@@ -3,17 +3,24 @@ added as input ``model``, the export source's sub-models exported by pnnx into a
 file finished (its graphs may read facts about those models), and its checkpoints opened.
 
 The work folder belongs to the run: ``Prepared.close`` removes it, unless it is kept (``--keep-work``).
+
+For each exported input, ``Prepared.calibration`` holds how to get its calibration samples (the source's
+``ExportSpec.calibration``, or its example inputs), read only when a graph calibrates; ``release_sources``
+drops them, so whatever a source kept alive for them (a reference model) can be freed before writing.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.export.errors import ExportError
@@ -22,6 +29,9 @@ from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.loader import RuleProgram, open_rule_file
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.sections import ModelInput
+
+#: Calibration samples of one exported input: each a tuple of arrays without the batch dim.
+Samples = Callable[[], list[tuple[np.ndarray, ...]]]
 
 
 class _LazyVars(Mapping[str, Any]):
@@ -50,9 +60,15 @@ class Prepared:
     work: Path | None = None
     keep_work: bool = False
     exported: list[str] = field(default_factory=list)
+    calibration: dict[str, Samples] = field(default_factory=dict)  # input name -> its samples, on demand
+
+    def release_sources(self) -> None:
+        """Drop the calibration sources (and what they keep alive)."""
+        self.calibration.clear()
 
     def close(self) -> str | None:
         """Remove the work folder unless it is kept (--keep-work); returns its path when it is kept."""
+        self.release_sources()
         if self.work is None or not self.work.exists():
             return None
         if self.keep_work:
@@ -82,9 +98,10 @@ def prepare(
         raise GsurgError("--bin needs an input .param on the command line")
     wanted = {name: entry.export for name, entry in inputs.items() if entry.export is not None}
     work = _work_folder(work_parent) if wanted else None
+    calibration: dict[str, Samples] = {}
     try:
         if work is not None:
-            _export(program, inputs, wanted, work, progress)
+            calibration = _export(program, inputs, wanted, work, progress)
         rules = program.finish()
         checkpoints = {name: Checkpoint(c.path) for name, c in rules.checkpoints.items()}
     except BaseException as err:
@@ -93,7 +110,7 @@ def prepare(
             if isinstance(err, ExportError) and str(work) in str(err):  # it points at a file just removed
                 raise ExportError(f"{err} (the work folder is removed; --keep-work keeps it)") from None
         raise
-    return Prepared(rules, inputs, checkpoints, work, keep_work, sorted(wanted))
+    return Prepared(rules, inputs, checkpoints, work, keep_work, sorted(wanted), calibration)
 
 
 def _work_folder(parent: str | None) -> Path:
@@ -110,11 +127,13 @@ def _export(
     wanted: dict[str, str],
     work: Path,
     progress: Progress | None,
-) -> None:
+) -> dict[str, Samples]:
+    """Export the wanted sub-models; returns each exported input's calibration samples, on demand."""
     source = program.header.get("source")
     if not source:
         names = ", ".join(sorted(wanted))
         raise GsurgError(f"{program.path}: inputs {names} are exports, but the rule file has no source")
+    from graphsurgeon.export.calibration_inputs import calibration_arrays
     from graphsurgeon.export.pnnx_run import export_all  # torch is needed only here
     from graphsurgeon.export.spec import call_source, load_source
 
@@ -131,7 +150,12 @@ def _export(
             f"{missing}"
         )
     exported = export_all([s for s in specs if s.name in set(wanted.values())], work, progress=progress)
+    by_name = {spec.name: spec for spec in specs}
+    samples: dict[str, Samples] = {}
     for name, sub in wanted.items():
         model = exported[sub]
         inputs[name] = ModelInput(param=os.fspath(model.param), bin=os.fspath(model.bin))
         program.provide_model(name, os.fspath(model.param))
+        spec = by_name[sub]  # the module is not kept: only its inputs and calibration samples
+        samples[name] = functools.partial(calibration_arrays, sub, spec.inputs, spec.calibration)
+    return samples

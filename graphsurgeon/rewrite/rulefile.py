@@ -188,7 +188,13 @@ class RuleFile(StrictModel):
                         raise ValueError(f"graphs {outputs[path]} and {name} both write {path}")
                     outputs[path] = f"{name}"
         for side in self.side_files:
-            if side.output in outputs:
-                raise ValueError(f"side file {side.output} is also written by graph {outputs[side.output]}")
-            outputs[side.output] = "a side file"
+            unknown = sorted(set(side.graphs or ()) - set(self.graphs))
+            if unknown:
+                raise ValueError(f"side file {side.output}: no graph named {', '.join(unknown)}")
+            for path in side.outputs_for(list(self.graphs)):
+                if path in outputs:
+                    other = outputs[path]
+                    by = "another side file" if other == "" else f"graph {other}"
+                    raise ValueError(f"side file {path} is also written by {by}")
+                outputs[path] = ""
         return self

@@ -81,30 +81,80 @@ class StorageRule(StrictModel):
     storage: StorageName
 
 
+#: fp16's largest finite value: a larger magnitude becomes inf in fp16 storage or arithmetic.
+FP16_MAX = 65504.0
+#: ncnn's featmask bits (param 31, ``get_masked_option`` in src/net.cpp): 1 no fp16 arithmetic, 2 no fp16
+#: storage (nor fp16 packed), 4 no bf16 storage/packed.
+FEATMASK_NO_FP16 = 3
+
+
+class Calibrate(StrictModel):
+    """Find the layers fp16 cannot run: the graph (after its rules, weights as they are) runs in the ncnn
+    wheel with exact fp32 options on the export source's calibration samples, every blob is extracted, and
+    a watched layer any of whose input or output blobs reaches ``|x| > limit`` (or holds inf/NaN) keeps
+    fp32 weights and gets ``featmask`` OR-ed into its param 31, so ncnn never runs it in fp16."""
+
+    when: bool = Field(default=True, description="calibrate only when this holds, e.g. ${storage == 'fp16'}")
+    limit: float = Field(
+        default=FP16_MAX, gt=0, allow_inf_nan=False, description="the largest |activation| fp16 may carry"
+    )
+    featmask: int = Field(
+        default=FEATMASK_NO_FP16,
+        ge=1,
+        le=255,
+        description="bits OR-ed into param 31 of a layer above the limit (ncnn: 1 no fp16 arithmetic, "
+        "2 no fp16 storage, 4 no bf16)",
+    )
+    match: Selector | None = Field(
+        default=None,
+        description="the layers watched (default: every layer but Input, which computes nothing)",
+    )
+
+
 class StoragePolicy(StrictModel):
     """How a graph's tagged weights are stored: ``default`` for all, then ``rules`` in order (the last
-    matching one wins). A weight a rule action gave an explicit ``storage`` keeps it (it is pinned)."""
+    matching one wins), then ``calibrate``: the layers it finds above the limit keep fp32. A weight a rule
+    action gave an explicit ``storage`` keeps it (it is pinned)."""
 
     default: StorageName = "fp32"
     rules: list[StorageRule] = Field(default_factory=list)
+    calibrate: Calibrate | None = None
 
 
 class SideFile(StrictModel):
     """A file written beside the models, in the same atomic output group: a jinja2 ``template`` (a path
     relative to the rule file, or a template name in ``emit/``) rendered with the run's variables, the
-    graphs' interfaces and weight records and ``data``, or a file ``copy``'d as it is."""
+    graphs' interfaces and weight records and ``data``; a file ``copy``'d as it is; or, per graph with
+    weights, a ``weight_map`` for ``gsurg diff-bin``: each stored weight paired with the checkpoint tensor
+    (a safetensors file, a ``*.safetensors.index.json``, or a folder holding one) whose values it holds,
+    written to ``output`` with ``{graph}`` replaced by the graph's name."""
 
-    output: str = Field(description="path inside the output folder")
+    output: str = Field(description="path inside the output folder ({graph}: the graph, for weight_map)")
     template: str | None = None
     copy_: str | None = Field(default=None, alias="copy")
+    weight_map: str | None = Field(
+        default=None, description="the checkpoint the graphs' weights come from (file, index or folder)"
+    )
+    graphs: list[str] | None = Field(default=None, description="weight_map: these graphs (default: all)")
     data: dict[str, Any] = Field(default_factory=dict)
     when: bool = True
 
     @model_validator(mode="after")
     def _one_kind(self) -> SideFile:
-        if (self.template is None) == (self.copy_ is None):
-            raise ValueError("give template or copy")
+        if sum(x is not None for x in (self.template, self.copy_, self.weight_map)) != 1:
+            raise ValueError("give one of template, copy and weight_map")
+        if self.weight_map is not None and "{graph}" not in self.output:
+            raise ValueError("a weight_map output names one file per graph: put {graph} in it")
+        if self.weight_map is None and self.graphs is not None:
+            raise ValueError("graphs goes with weight_map")
         return self
+
+    def outputs_for(self, graph_names: list[str]) -> list[str]:
+        """The paths this entry may write: ``output``, or one per graph for a weight map."""
+        if self.weight_map is None:
+            return [self.output]
+        names = graph_names if self.graphs is None else self.graphs
+        return [self.output.replace("{graph}", name) for name in names]
 
 
 class Outputs(StrictModel):

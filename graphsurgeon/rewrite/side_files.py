@@ -9,13 +9,15 @@ A ``template`` is rendered by jinja2 (undefined names are errors) with:
   included), ``data_offset`` (of the first value), ``tag``, ``storage``, ``shape`` and ``nbytes`` — so a
   runtime can read a weight straight from a ``.bin``.
 
-The ``json`` filter writes a value as JSON. A ``copy`` entry copies a file as it is.
+The ``json`` filter writes a value as JSON. A ``copy`` entry copies a file as it is. A ``weight_map``
+entry writes one ``gsurg diff-bin`` map per graph with weights (``weight_map_side``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from graphsurgeon.formats.atomic import AtomicGroup, atomic_output, atomic_write
 from graphsurgeon.formats.model_bin import WeightRecord
 from graphsurgeon.resources import resource_dir
 from graphsurgeon.rewrite.sections import SideFile
+from graphsurgeon.rewrite.weight_map_side import WeightMap, WrittenGraph, build_maps, render
 
 COPY_CHUNK = 8 << 20
 
@@ -100,12 +103,27 @@ def render_side_file(side: SideFile, context: dict[str, Any]) -> bytes:
 
 
 def write_side_files(
-    sides: list[SideFile], folder: Path, context: dict[str, Any], group: AtomicGroup
-) -> list[str]:
-    """Render or copy every side file whose ``when`` holds into ``folder`` (within ``group``)."""
-    written = []
+    sides: list[SideFile],
+    folder: Path,
+    context: dict[str, Any],
+    group: AtomicGroup,
+    graphs: Sequence[WrittenGraph] = (),
+) -> tuple[list[str], list[WeightMap]]:
+    """Render, copy or map every side file whose ``when`` holds into ``folder`` (within ``group``); returns
+    the files written and the weight maps among them."""
+    written: list[str] = []
+    maps: list[WeightMap] = []
+    bins = {g.name: g.bin_name for g in graphs}
     for side in sides:
         if not side.when:
+            continue
+        if side.weight_map is not None:
+            for m in build_maps(side.weight_map, list(graphs), side.output, side.graphs):
+                target = folder / m.output
+                target.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(target, render(m, str(bins[m.graph])), group)
+                written.append(m.output)
+                maps.append(m)
             continue
         target = folder / side.output
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +133,7 @@ def write_side_files(
             assert side.copy_ is not None
             _copy(Path(side.copy_), target, group, side.output)
         written.append(side.output)
-    return written
+    return written, maps
 
 
 def _copy(source: Path, target: Path, group: AtomicGroup, label: str) -> None:

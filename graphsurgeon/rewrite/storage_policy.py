@@ -1,12 +1,13 @@
 """A graph's storage policy (``storage: {default, rules}``): how its tagged weights are stored.
 
-Applied after the graph's rules, before writing. For every tagged (load type 0) weight slot: a weight a rule
-action gave an explicit ``storage`` is pinned and kept; otherwise the policy's ``default``, then each of its
-``rules`` whose selector matches the layer (and whose ``slots``, if given, name the slot) in order — the last
-wins. A weight already stored that way keeps its bytes; a float weight stored otherwise is re-encoded (fp16
-overflow is an error naming the layer, weight and offset when the .bin is written). Int8, scaled and
-quantization-table weights are not float data to convert: the default leaves them alone, and a rule that
-selects one explicitly is an error.
+Applied after the graph's rules (and its calibration, ``calibrate``), before writing. For every tagged (load
+type 0) weight slot: a weight a rule action gave an explicit ``storage`` is pinned and kept; a weight of a
+layer the calibration found above its limit (``keep_fp32``) is stored fp32; otherwise the policy's
+``default``, then each of its ``rules`` whose selector matches the layer (and whose ``slots``, if given,
+name the slot) in order — the last wins. A weight already stored that way keeps its bytes; a float weight
+stored otherwise is re-encoded (fp16 overflow is an error naming the layer, weight and offset when the .bin
+is written). Int8, scaled and quantization-table weights are not float data to convert: the default leaves
+them alone, and a rule that selects one explicitly is an error.
 """
 
 from __future__ import annotations
@@ -24,8 +25,14 @@ class StoragePolicyError(GsurgError):
     """A storage rule that selects a weight it cannot convert; names the layer and the weight."""
 
 
-def apply_storage_policy(graph: Graph, policy: StoragePolicy, pinned: set[tuple[int, str]]) -> list[str]:
-    """Re-store the graph's tagged weights per ``policy``; returns one line per changed weight."""
+def apply_storage_policy(
+    graph: Graph,
+    policy: StoragePolicy,
+    pinned: set[tuple[int, str]],
+    keep_fp32: frozenset[int] | set[int] = frozenset(),
+) -> list[str]:
+    """Re-store the graph's tagged weights per ``policy``, the layers in ``keep_fp32`` (ids) as fp32;
+    returns one line per changed weight."""
     selected = [({id(x) for x in find(graph, rule.match)}, rule) for rule in policy.rules]
     changes = []
     for layer in graph.layers:
@@ -40,6 +47,8 @@ def apply_storage_policy(graph: Graph, policy: StoragePolicy, pinned: set[tuple[
             for ids, rule in selected:
                 if id(layer) in ids and (rule.slots is None or aw.name in rule.slots):
                     target, explicit = Storage(rule.storage), True
+            if id(layer) in keep_fp32:
+                target, explicit = Storage.FP32, False  # int8 and tables are left alone, as by default
             if weight.storage is target:
                 continue
             if weight.storage not in _CONVERTIBLE:

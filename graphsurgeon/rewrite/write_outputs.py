@@ -17,9 +17,11 @@ from graphsurgeon.formats.model_bin import WeightRecord, write_bin
 from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.progress import Progress
+from graphsurgeon.rewrite.calibrate import CalibrationReport
 from graphsurgeon.rewrite.driver import ApplyReport
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.side_files import GraphResult, write_side_files
+from graphsurgeon.rewrite.weight_map_side import WeightMap, WrittenGraph
 
 
 @dataclass
@@ -38,8 +40,10 @@ class GraphRun:
     bytes_after: int | None = None
     interface: tuple[list[str], list[str]] | None = None  # declared (inputs, outputs), once checked
     storage_changes: list[str] = field(default_factory=list)
+    calibration: CalibrationReport | None = None  # what storage.calibrate measured and marked
     records: list[WeightRecord] = field(default_factory=list)
     folder: str | None = None  # where it was written
+    weight_maps: list[WeightMap] = field(default_factory=list)  # diff-bin maps written for it
 
     @property
     def has_weights(self) -> bool:
@@ -86,7 +90,12 @@ def write_runs(
                 run.param_name, run.bin_name, inputs, outputs, GraphResult.weight_table(run.records)
             ).as_dict()
         context = {"vars": dict(rf.vars), "graphs": results, "rule_set": rf.name}
-        return write_side_files(rf.side_files, folder, context, group)
+        written = [WrittenGraph(run.name, run.graph, run.bin_name, run.records) for run in runs]
+        outputs, maps = write_side_files(rf.side_files, folder, context, group, written)
+        by_name = {run.name: run for run in runs}
+        for m in maps:
+            by_name[m.graph].weight_maps.append(m)
+        return outputs
 
 
 def _provenance(rf: RuleFile, rule_path: str, run: GraphRun) -> str:
@@ -103,4 +112,6 @@ def _provenance(rf: RuleFile, rule_path: str, run: GraphRun) -> str:
     }
     if run.storage_changes:
         doc["storage"] = run.storage_changes
+    if run.calibration is not None:
+        doc["calibration"] = run.calibration.to_json()
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"

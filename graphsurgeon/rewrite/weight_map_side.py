@@ -1,0 +1,137 @@
+"""The ``weight_map`` side file: per written graph with weights, the YAML map ``gsurg diff-bin`` reads
+(``layer.slot: tensor`` or ``{tensor, transforms: [{reshape: shape}]}``), found by ``weight_match``, with a
+header saying what it proves and the command that checks it.
+
+**What the check proves.** ``gsurg diff-bin X.ncnn.bin CHECKPOINT --map X.weights.yaml --fail-on-diff``
+walks the .bin with its .param and compares every weight with its tensor: it passes only when every stored
+weight is paired and equal — exactly (``--atol 0 --rtol 0``) for fp32 records, within the rounding bound of
+the storage for fp16 (``|a-b| <= 2^-25 + 2^-11 |b|``: half a unit in the last place, subnormals included)
+and bf16 (``2^-134 + 2^-8 |b|``). So every stored byte is a checkpoint value at the right place: nothing
+shifted, truncated, corrupted or invented. It does not prove which op uses a weight or how: that is
+``gsurg verify``'s job, which runs the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from graphsurgeon.errors import GsurgError
+from graphsurgeon.formats.model_bin import WeightRecord
+from graphsurgeon.formats.safetensors import CHECKPOINT_SUFFIXES
+from graphsurgeon.ir.graph import Graph
+from graphsurgeon.ir.weights import Storage
+from graphsurgeon.rewrite.weight_match import Pairing, WeightMatcher
+
+#: (atol, rtol) within which diff-bin must find a record stored this way equal to its tensor: the largest
+#: rounding error of the storage (round to nearest even), normal and subnormal ranges.
+TOLERANCE = {
+    Storage.FP16: (2.0**-25, 2.0**-11),
+    Storage.BF16: (2.0**-134, 2.0**-8),
+}
+
+
+class WeightMapError(GsurgError):
+    """A weight_map side file whose checkpoint cannot be found."""
+
+
+@dataclass(frozen=True)
+class WrittenGraph:
+    """What a weight map needs of one written graph."""
+
+    name: str
+    graph: Graph
+    bin_name: str | None
+    records: list[WeightRecord]
+
+
+@dataclass(frozen=True)
+class WeightMap:
+    """One map written: its file, the graph, its pairings and the tolerance that checks it."""
+
+    output: str
+    graph: str
+    checkpoint: str
+    pairings: list[Pairing]
+
+    @property
+    def tolerance(self) -> tuple[float, float]:
+        tols = [TOLERANCE[p.storage] for p in self.pairings if p.storage in TOLERANCE]
+        return (max(t[0] for t in tols), max(t[1] for t in tols)) if tols else (0.0, 0.0)
+
+    @property
+    def ambiguous(self) -> list[Pairing]:
+        return [p for p in self.pairings if p.also]
+
+    def summary(self) -> str:
+        amb = self.ambiguous
+        note = f", {len(amb)} ambiguous (resolved by name order)" if amb else ""
+        return (
+            f"weight map {self.output}: {len(self.pairings)} weight(s) paired with checkpoint tensors{note}"
+        )
+
+
+def find_checkpoint(path: str) -> str:
+    """The checkpoint file a ``weight_map`` names: a ``.safetensors`` file or ``*.safetensors.index.json``,
+    or a folder holding exactly one index (a sharded checkpoint) or else exactly one ``.safetensors``."""
+    p = Path(path)
+    if p.is_file() and p.name.endswith(CHECKPOINT_SUFFIXES):
+        return str(p)
+    if not p.is_dir():
+        raise WeightMapError(f"weight_map {path}: not a safetensors checkpoint file or a folder holding one")
+    for pattern in ("*.safetensors.index.json", "*.safetensors"):
+        found = sorted(p.glob(pattern))
+        if len(found) == 1:
+            return str(found[0])
+        if len(found) > 1:
+            names = ", ".join(f.name for f in found)
+            raise WeightMapError(f"weight_map {path}: several checkpoints ({names}); name the file")
+    raise WeightMapError(f"weight_map {path}: the folder holds no .safetensors checkpoint")
+
+
+def build_maps(
+    checkpoint: str, graphs: list[WrittenGraph], output: str, wanted: list[str] | None
+) -> list[WeightMap]:
+    """The maps of every graph in ``wanted`` (default: all) that wrote weights; ``output`` holds
+    ``{graph}``."""
+    path = find_checkpoint(checkpoint)
+    matcher = WeightMatcher(path)
+    try:
+        maps = []
+        for g in graphs:
+            if (wanted is not None and g.name not in wanted) or g.bin_name is None or not g.records:
+                continue
+            pairings = matcher.pair_graph(g.graph, g.records, g.bin_name)
+            maps.append(WeightMap(output.replace("{graph}", g.name), g.name, path, pairings))
+        return maps
+    finally:
+        matcher.close()
+
+
+def _entry(p: Pairing) -> str | dict[str, object]:
+    if p.reshape is None:
+        return p.tensor
+    return {"tensor": p.tensor, "transforms": [{"reshape": list(p.reshape)}]}
+
+
+def render(m: WeightMap, bin_name: str) -> bytes:
+    """The map file: a comment header, then one ``layer.slot`` entry per weight, in file order."""
+    atol, rtol = m.tolerance
+    how = "exactly" if (atol, rtol) == (0.0, 0.0) else "within its storage's rounding"
+    lines = [
+        f"# gsurg weight map of {bin_name} (graph {m.graph}): every weight record it stores, paired with",
+        "# the checkpoint tensor whose values it holds. Check it, in the output folder, with",
+        f"#   gsurg diff-bin {bin_name} {m.checkpoint} --map {m.output} \\",
+        f"#     --atol {atol!r} --rtol {rtol!r} --fail-on-diff",
+        f"# which passes only when every weight equals its tensor {how}: every stored value is a",
+        "# checkpoint value at its place (nothing shifted, corrupted or invented). It does not prove which",
+        "# op uses a weight or how: gsurg verify runs the model for that.",
+    ]
+    for p in m.ambiguous:
+        lines.append(f"# ambiguous: {p.layer}.{p.slot} holds the same values as {', '.join(p.also)};")
+        lines.append(f"#   named {p.tensor}, the first in name order no other weight had taken")
+    entries = {f"{p.layer}.{p.slot}": _entry(p) for p in m.pairings}
+    body = yaml.safe_dump(entries, sort_keys=False, default_flow_style=None, width=1 << 16)
+    return ("\n".join(lines) + "\n" + body).encode("utf-8")
