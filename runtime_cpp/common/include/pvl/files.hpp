@@ -1,0 +1,22 @@
+// File access with UTF-8 paths on every platform (on Windows the path is widened and opened with
+// _wfopen, so non-ASCII folder names work), and whole-file reads with errors that name the path.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+namespace pvl {
+
+// fopen with a UTF-8 path; returns nullptr on failure like fopen (errno set).
+std::FILE* fopen_utf8(const std::string& path, const char* mode);
+
+// The whole file as bytes; throws pvl::Error("<path>: <reason>") when it cannot be read.
+std::string read_file(const std::string& path);
+
+// True when the path names an existing regular file.
+bool is_regular_file(const std::string& path);
+
+// Joins a folder and a relative name with the platform's separator ('/' works on Windows too).
+std::string join_path(const std::string& folder, const std::string& name);
+
+}  // namespace pvl
