@@ -1,6 +1,8 @@
 // penguin_vl_run's main flow: model, prompt, images, generation with streamed output (see cli.hpp).
 #include <cpu.h>
 
+#include <algorithm>
+
 #include <memory>
 #include <string>
 

