@@ -2,12 +2,14 @@
 //
 //   pvl_tokenize --tokenizer tokenizer.json --input in.json --output out.json [--mode encode|pretokenize]
 //
-// in.json is a JSON array of base64 strings (raw bytes, so invalid UTF-8 can be passed). out.json is
-// {"unicode_version": utf8proc's, "results": [...]} with, per input string,
-//   encode:      {"ids": [...], "decode": b64(decode(ids)), "stream": [b64(push(id)) for each id...,
-//                 b64(finish())], "encode_us": microseconds of the first encode call}
-//   pretokenize: {"normalized": b64(NFC of the repaired text), "pieces": [b64(piece)...]} where the pieces
-//                are the Qwen2 split of the normalized text (no added-token matching).
+// in.json is a JSON array; strings are base64 (raw bytes, so invalid UTF-8 can be passed). out.json is
+// {"unicode_version": utf8proc's, "vocab_size": n, "results": [...]} with one result per element:
+//   encode mode, element "b64 text" -> {"ids": [...], "decode": b64(decode(ids)),
+//                "stream": [b64(push(id)) for each id..., b64(finish())], "encode_us": the encode call's time}
+//   encode mode, element {"ids": [...]} -> {"decode": ..., "stream": ...} for those ids
+//   encode mode, element {"token": "b64"} -> {"id": token_id(token)}
+//   pretokenize mode, element "b64 text" -> {"normalized": b64(NFC of the repaired text),
+//                "pieces": [b64(piece)...]}: the Qwen2 split of the normalized text (no added tokens).
 // Exit status 0 on success, 1 with a message on stderr on any error.
 #include <chrono>
 #include <cstdio>
@@ -96,18 +98,27 @@ std::vector<std::string> utf8_args(int argc, char** argv) {
 #endif
 }
 
-json encode_one(const pvl::Tokenizer& tok, const std::string& text) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<int> ids = tok.encode(text);
-  const auto t1 = std::chrono::steady_clock::now();
+json decode_one(const pvl::Tokenizer& tok, const std::vector<int>& ids) {
   json stream = json::array();
   pvl::StreamDecoder dec(tok);
   for (int id : ids) stream.push_back(b64encode(dec.push(id)));
   stream.push_back(b64encode(dec.finish()));
-  return json{{"ids", ids},
-              {"decode", b64encode(tok.decode(ids))},
-              {"stream", stream},
-              {"encode_us", std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count()}};
+  return json{{"decode", b64encode(tok.decode(ids))}, {"stream", stream}};
+}
+
+json encode_one(const pvl::Tokenizer& tok, const json& element) {
+  if (element.is_object() && element.contains("ids")) return decode_one(tok, element["ids"].get<std::vector<int>>());
+  if (element.is_object() && element.contains("token")) {
+    return json{{"id", tok.token_id(b64decode(element["token"].get<std::string>()))}};
+  }
+  const std::string text = b64decode(element.get<std::string>());
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<int> ids = tok.encode(text);
+  const auto t1 = std::chrono::steady_clock::now();
+  json result = decode_one(tok, ids);
+  result["ids"] = ids;
+  result["encode_us"] = std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count();
+  return result;
 }
 
 json pretokenize_one(const pvl::detail::TokenizerData& data, const std::string& text) {
@@ -143,15 +154,20 @@ int run(const std::vector<std::string>& args) {
   }
   const json in = json::parse(pvl::read_file(input));
   json results = json::array();
+  int vocab_size = 0;
   if (mode == "encode") {
     const pvl::Tokenizer tok = pvl::Tokenizer::load(tokenizer);
-    for (const json& s : in) results.push_back(encode_one(tok, b64decode(s.get<std::string>())));
+    vocab_size = tok.vocab_size();
+    for (const json& element : in) results.push_back(encode_one(tok, element));
   } else {
     pvl::detail::TokenizerData data;
     pvl::detail::load_tokenizer_json(tokenizer, data);
+    vocab_size = static_cast<int>(data.token_bytes.size());
     for (const json& s : in) results.push_back(pretokenize_one(data, b64decode(s.get<std::string>())));
   }
-  const std::string text = json{{"unicode_version", pvl::uni::unicode_version()}, {"results", results}}.dump();
+  const std::string text =
+      json{{"unicode_version", pvl::uni::unicode_version()}, {"vocab_size", vocab_size}, {"results", results}}
+          .dump();
   std::FILE* f = pvl::fopen_utf8(output, "wb");
   if (!f) throw pvl::Error(output + ": cannot write");
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
