@@ -12,8 +12,12 @@
 //     non-zero, then fixed point: (int)(w * 2^22 +/- 0.5) (PRECISION_BITS = 32 - 8 - 2 = 22).
 //   - Each pass sums uint8 * coefficient in int32 starting from 2^21 (the +0.5), and clip8 takes
 //     (sum >> 22) clipped to 0..255.
-//   - Order: the vertical coefficients first, the horizontal pass over only the source rows the vertical
-//     pass reads (an optimisation with the same result), into a uint8 image, then the vertical pass.
+//   - Order (Pillow 13, ImagingResampleInner): the vertical pass runs first when the height shrinks by more
+//     than twice as many pixels as the width does, (in_h - out_h) > 0 && (in_h - out_h) > 2 * (in_w - out_w)
+//     (so always when the height shrinks and the width grows); otherwise the horizontal pass runs first, over
+//     only the source rows the vertical pass reads (an optimisation with the same result). Either way the
+//     intermediate image is uint8. Pillow 12.2-12.3 instead went vertical first only for images taller
+//     than 100x their width, in Python; 12.1 and older always went horizontal first.
 // The arithmetic is kept in the written order; the build turns off floating-point contraction (FMA) so the
 // doubles round as Pillow's x86-64 build rounds them.
 #include <cmath>
@@ -152,14 +156,20 @@ Image resize_bicubic(const Image& src, int width, int height) {
     out.rgb = src.rgb;
     return out;
   }
-  const Coeffs cv = precompute(src.height, height);
-  const int row_first = cv.first[0];
-  const int row_last = cv.first[height - 1] + cv.count[height - 1];
   if (!need_v) {
     out.rgb = horizontal(src.rgb.data(), src.width, 0, src.height, width);
     return out;
   }
-  if (need_h) {
+  const Coeffs cv = precompute(src.height, height);
+  const int64_t shrink_h = static_cast<int64_t>(src.height) - height;
+  const int64_t shrink_w = static_cast<int64_t>(src.width) - width;
+  const bool vertical_first = shrink_h > 0 && shrink_h > shrink_w * 2;
+  if (need_h && vertical_first) {
+    const std::vector<uint8_t> tmp = vertical(src.rgb.data(), src.width, cv, 0, height);
+    out.rgb = horizontal(tmp.data(), src.width, 0, height, width);
+  } else if (need_h) {
+    const int row_first = cv.first[0];
+    const int row_last = cv.first[height - 1] + cv.count[height - 1];
     const std::vector<uint8_t> tmp =
         horizontal(src.rgb.data(), src.width, row_first, row_last - row_first, width);
     out.rgb = vertical(tmp.data(), width, cv, row_first, height);

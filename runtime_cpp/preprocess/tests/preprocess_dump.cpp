@@ -4,13 +4,15 @@
 //
 //   pvl_preprocess_dump --image PATH --config preprocessor_config.json [--size HxW]
 //                       [--out PV.npy] [--resized RGB.npy] [--decoded RGB.npy]
+//   pvl_preprocess_dump --config CFG --target-of HxW
 //   pvl_preprocess_dump --config CFG --jobs JOBS.txt
 //
 // --out writes pixel_values as float32 [grid_h, grid_w, patch_dim] (so the grid is the shape); --size forces
 // the resize target (H x W) instead of target_size(); --resized writes the resized RGB image and --decoded
 // the decoded one, as uint8 [H, W, 3] (with --resized any --size is allowed, not only multiples of the
-// patch). --jobs runs one job per line of JOBS.txt, each line the options above separated by tabs (on top of
-// the options given on the command line), and prints "job N: ok" or "job N: error: MESSAGE" per line, so one
+// patch). --target-of prints "target HxW", the resize target of an image of that size, with no image read.
+// --jobs runs one job per line of JOBS.txt, each line the options above separated by tabs (on top of
+// the options given on the command line), and prints "job N: ok[ target HxW]" or "job N: error: MESSAGE" per line, so one
 // process serves a whole test (one wine start for the Windows build). Exit 0 when every job succeeded.
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +33,7 @@
 namespace {
 
 struct Options {
-  std::string image, config, size, out, resized, decoded, jobs;
+  std::string image, config, size, out, resized, decoded, jobs, target_of;
 };
 
 void parse(const std::vector<std::string>& args, Options* o) {
@@ -46,6 +48,7 @@ void parse(const std::vector<std::string>& args, Options* o) {
     else if (a == "--resized") o->resized = v;
     else if (a == "--decoded") o->decoded = v;
     else if (a == "--jobs") o->jobs = v;
+    else if (a == "--target-of") o->target_of = v;
     else throw pvl::Error("unknown option " + a);
   }
 }
@@ -85,10 +88,26 @@ pvl::TargetSize parse_size(const std::string& text) {
   return pvl::TargetSize{h, w};
 }
 
-void run(const Options& o) {
-  if (o.image.empty() || o.config.empty()) throw pvl::Error("--image and --config are required");
-  const pvl::ImageProcessorConfig cfg =
-      pvl::ImageProcessorConfig::from_json(nlohmann::json::parse(pvl::read_file(o.config)));
+pvl::ImageProcessorConfig read_config(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(pvl::read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw pvl::Error(path + ": not valid JSON: " + e.what());
+  }
+  return pvl::ImageProcessorConfig::from_json(j);
+}
+
+// Runs one job; returns what to print after "ok" (the target size for --target-of, else "").
+std::string run(const Options& o) {
+  if (o.config.empty()) throw pvl::Error("--config is required");
+  const pvl::ImageProcessorConfig cfg = read_config(o.config);
+  if (!o.target_of.empty()) {
+    const pvl::TargetSize of = parse_size(o.target_of);
+    const pvl::TargetSize t = pvl::target_size(of.height, of.width, cfg);
+    return "target " + std::to_string(t.height) + "x" + std::to_string(t.width);
+  }
+  if (o.image.empty()) throw pvl::Error("--image is required");
   const pvl::Image img = pvl::load_image(o.image);
   if (!o.decoded.empty()) write_rgb(o.decoded, img);
   const pvl::TargetSize size = o.size.empty() ? pvl::target_size(img.height, img.width, cfg) : parse_size(o.size);
@@ -99,6 +118,7 @@ void run(const Options& o) {
               {static_cast<size_t>(pv.grid_h), static_cast<size_t>(pv.grid_w), static_cast<size_t>(pv.patch_dim)},
               pv.data.data(), pv.data.size() * sizeof(float));
   }
+  return "";
 }
 
 int run_jobs(const Options& base) {
@@ -117,8 +137,8 @@ int run_jobs(const Options& base) {
     o.jobs.clear();
     try {
       parse(args, &o);
-      run(o);
-      std::cout << "job " << index << ": ok\n";
+      const std::string extra = run(o);
+      std::cout << "job " << index << ": ok" << (extra.empty() ? "" : " ") << extra << "\n";
     } catch (const std::exception& e) {
       std::cout << "job " << index << ": error: " << e.what() << "\n";
       ++failed;
@@ -136,7 +156,8 @@ int main(int argc, char** argv) {
     Options o;
     parse(std::vector<std::string>(argv + 1, argv + argc), &o);
     if (!o.jobs.empty()) return run_jobs(o);
-    run(o);
+    const std::string extra = run(o);
+    if (!extra.empty()) std::cout << extra << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "pvl_preprocess_dump: error: " << e.what() << "\n";

@@ -14,8 +14,9 @@
 //     the path. Image::mode records the Pillow mode the file opened in ("RGB", "RGBA", "L", "P", ...).
 //   - resize_bicubic() is Pillow's Image.resize((w, h), BICUBIC) for an RGB image (src/libImaging/
 //     Resample.c): a = -0.5 cubic, support scaled by in/out when shrinking, coefficients normalised and held
-//     in 22-bit fixed point, +0.5 rounding and clipping to 0..255, horizontal pass then vertical pass with a
-//     uint8 intermediate, a pass skipped when its dimension is unchanged.
+//     in 22-bit fixed point, +0.5 rounding and clipping to 0..255, two passes with a uint8 intermediate in
+//     Pillow 13's order (vertical first only when the height loses more than twice as many pixels as the
+//     width), a pass skipped when its dimension is unchanged.
 #pragma once
 
 #include <cstdint>
