@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -19,7 +20,9 @@ ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return (
+        struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    )
 
 
 def _pack_row(row: np.ndarray, bit_depth: int) -> bytes:
@@ -57,7 +60,9 @@ def write_png(
             continue
         for row in sub:
             raw += b"\x00" + _pack_row(row, bit_depth)
-    data = b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, bit_depth, color_type, 0, 0, int(interlace)))
+    data = b"\x89PNG\r\n\x1a\n" + _chunk(
+        b"IHDR", struct.pack(">IIBBBBB", w, h, bit_depth, color_type, 0, 0, int(interlace))
+    )
     if palette is not None:
         data += _chunk(b"PLTE", palette)
     if trns is not None:
@@ -80,12 +85,12 @@ def good_images(folder: Path) -> list[Path]:
     rng = np.random.default_rng(20261020)
     made: list[Path] = []
 
-    def save(name: str, im: Image.Image, **params: object) -> None:
+    def save(name: str, im: Image.Image, **params: Any) -> None:
         im.save(folder / name, **params)
         made.append(folder / name)
 
-    def hand(name: str, samples: np.ndarray, bit_depth: int, color_type: int, **kw: object) -> None:
-        made.append(write_png(folder / name, samples, bit_depth, color_type, **kw))  # type: ignore[arg-type]
+    def hand(name: str, samples: np.ndarray, bit_depth: int, color_type: int, **kw: Any) -> None:
+        made.append(write_png(folder / name, samples, bit_depth, color_type, **kw))
 
     rgb = _smooth(rng, 61, 97)
     alpha = (np.arange(97)[None, :] * 255 // 96 * np.ones((61, 1), dtype=np.int64)).astype(np.uint8)
