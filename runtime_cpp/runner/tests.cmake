@@ -3,13 +3,15 @@
 # for determinism, and bad inputs must give exit code 2 and a message naming the culprit.
 # PVL_PYTHON: a Python with torch, tokenizers, Pillow and the repository's requirements;
 # PVL_TEST_WRAPPER: a command the built program runs under (e.g. wine for the mingw build), empty natively.
-if(NOT DEFINED PVL_PYTHON)
+if(NOT DEFINED PVL_PYTHON)  # normally set by the top-level CMakeLists
   find_package(Python3 COMPONENTS Interpreter)
-  set(PVL_PYTHON "${Python3_EXECUTABLE}" CACHE FILEPATH "Python that runs the parity checks")
+  set(_pvl_python_default "")
+  if(Python3_FOUND)
+    set(_pvl_python_default "${Python3_EXECUTABLE}")
+  endif()
+  set(PVL_PYTHON "${_pvl_python_default}" CACHE FILEPATH "Python that runs the parity checks")
 endif()
-if(NOT DEFINED PVL_TEST_WRAPPER)
-  set(PVL_TEST_WRAPPER "" CACHE STRING "Command the built programs run under in tests (e.g. wine)")
-endif()
+set(PVL_TEST_WRAPPER "" CACHE STRING "Command the built programs run under in tests (e.g. wine)")
 
 if(NOT PVL_PYTHON)
   message(WARNING "runner: no Python found (set PVL_PYTHON): the runner parity tests are not registered")
