@@ -19,7 +19,9 @@ prompt ids, and the streamed text the HF tokenizer's decoding of the tokens. Plu
 build has the tokenizer, else as ids; images as files (``--image``) when it has the preprocessing, else as
 the Python processor's patches (``--pixel-values``). Mismatches print both token lists.
 
-``sampling``: the same seed gives the same tokens, different seeds differ, ``--top-k 1`` equals greedy.
+``sampling``: the same seed gives the same tokens, different seeds differ, ``--top-k 1`` equals greedy, and
+every sampled token lies in the set transformers' repetition-penalty / temperature / top-k / top-p warpers
+keep from the reference's logits for the same prefix.
 
 ``bad-input``: see ``runner_bad_inputs.py``. Exit status 0 when every check holds, 1 otherwise.
 """
@@ -147,8 +149,9 @@ def greedy_case(
     if doc["prompt_tokens"] != len(ids):
         raise CheckFailed(f"{label}: the prompt has {doc['prompt_tokens']} tokens, the reference {len(ids)}")
     compare(label, doc["tokens"], expected)
-    if runner.tokenizer and ignore_eos:
-        want = ref.decode(expected).encode("utf-8")
+    if runner.tokenizer:  # the streamed text: every token but a final EOS that stopped generation
+        shown = expected[:-1] if not ignore_eos and expected and expected[-1] in ref.eos else expected
+        want = ref.decode(shown).encode("utf-8")
         if result.text() != want:
             raise CheckFailed(f"{label}: streamed text {result.text()!r}\n  HF tokenizers decode {want!r}")
     print(f"ok   {label}: {len(expected)} tokens equal ({expected[:8]}...)", flush=True)
@@ -164,11 +167,21 @@ def greedy(runner: Runner, ref: Reference, images: Sequence[TestImage]) -> list[
             print(f"FAIL {err}", flush=True)
             failures.append(label)
 
-    for p, prompt in enumerate(PROMPTS):
-        for img in images:
-            attempt(f"prompt {p} + {img.label}", prompt, [img])
-        attempt(f"prompt {p} text-only", prompt, [])
-    attempt(f"prompt 0 + {images[0].label}, stopping at EOS", PROMPTS[0], [images[0]], ignore_eos=False)
+    matrix = [(p, [img]) for p in range(len(PROMPTS)) for img in images] + [
+        (p, []) for p in range(len(PROMPTS))
+    ]
+    for p, case_images in matrix:
+        where = f"+ {case_images[0].label}" if case_images else "text-only"
+        attempt(f"prompt {p} {where}", PROMPTS[p], case_images)
+    # The stop at EOS, on the first case whose reference emits one within the budget.
+    for p, case_images in matrix:
+        if ref.eos & set(ref.greedy(ref.prompt_ids(PROMPTS[p], case_images), case_images, NEW_TOKENS)):
+            where = f"+ {case_images[0].label}" if case_images else "text-only"
+            attempt(f"prompt {p} {where}, stopping at EOS", PROMPTS[p], case_images, ignore_eos=False)
+            break
+    else:
+        print(f"note: no case reaches an EOS within {NEW_TOKENS} tokens; stopping at EOS is not exercised")
+        attempt("prompt 0 text-only, without --ignore-eos", PROMPTS[0], [], ignore_eos=False)
     attempt(f"prompt 1 + {images[1].label}, debug inputs", PROMPTS[1], [images[1]], debug=True)
     attempt(f"prompt 0 + {images[1].label}, repetition penalty 1.3", PROMPTS[0], [images[1]], penalty=1.3)
     attempt("prompt 2 text-only, repetition penalty 1.3", PROMPTS[2], [], penalty=1.3)
@@ -177,13 +190,55 @@ def greedy(runner: Runner, ref: Reference, images: Sequence[TestImage]) -> list[
 
 # --- sampling -------------------------------------------------------------------------------------------
 
+SAMPLE = {"temperature": 0.9, "top_k": 40, "top_p": 0.95, "repetition_penalty": 1.1}
+NARROW = {"temperature": 1.5, "top_k": 6, "top_p": 0.7, "repetition_penalty": 1.2}
+
+
+def sample_flags(settings: dict[str, float]) -> list[str]:
+    return [f"--{key.replace('_', '-')}={value}" for key, value in settings.items()]
+
+
+def check_filtered(
+    ref: Reference, ids: list[int], images: Sequence[TestImage], tokens: list[int], settings: dict[str, float]
+) -> None:
+    """Every sampled token must survive transformers' repetition penalty, temperature, top-k and top-p
+    warpers applied to the reference's logits for the same prefix (a token within 1e-4 of the cut-off
+    logit counts as a tie: ncnn and torch logits differ in the last bits)."""
+    import torch
+    from transformers import (
+        RepetitionPenaltyLogitsProcessor,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    scale = [
+        RepetitionPenaltyLogitsProcessor(settings["repetition_penalty"]),
+        TemperatureLogitsWarper(settings["temperature"]),
+    ]
+    cut = [TopKLogitsWarper(int(settings["top_k"])), TopPLogitsWarper(settings["top_p"])]
+    for i, logits in enumerate(ref.forced_logits(ids, images, tokens)):
+        history = torch.tensor([ids + tokens[:i]])
+        scores = logits[None].clone()
+        for proc in scale:
+            scores = proc(history, scores)
+        kept = scores.clone()
+        for proc in cut:
+            kept = proc(history, kept)
+        finite = torch.isfinite(kept[0])
+        token = tokens[i]
+        floor = float(scores[0][finite].min())
+        if not bool(finite[token]) and float(scores[0][token]) < floor - 1e-4:
+            allowed = sorted(int(x) for x in torch.nonzero(finite).flatten())
+            raise CheckFailed(f"step {i}: sampled token {token} is outside the filtered set {allowed}")
+
 
 def sampling(runner: Runner, ref: Reference, images: Sequence[TestImage]) -> list[str]:
     failures: list[str] = []
     for label, case_images in ((images[0].label, [images[0]]), ("text-only", [])):
         base = [*runner_inputs(runner, ref, PROMPTS[0], case_images), "--gen", "32", "--ignore-eos"]
         base += ["--print-ids", "--threads", "1"]
-        sample = ["--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--repetition-penalty", "1.1"]
+        sample = sample_flags(SAMPLE)
 
         def tokens(extra: list[str], base: list[str] = base) -> list[int]:
             return list(runner.run([*base, *extra]).ids()["tokens"])
@@ -200,7 +255,15 @@ def sampling(runner: Runner, ref: Reference, images: Sequence[TestImage]) -> lis
             compare(f"{label}: --top-k 1 against greedy", top1, greedy_tokens)
             ids = ref.prompt_ids(PROMPTS[0], case_images)
             compare(f"{label}: greedy against the reference", greedy_tokens, ref.greedy(ids, case_images, 32))
-            print(f"ok   {label}: seeded sampling is repeatable, seeds differ, top-k 1 = greedy", flush=True)
+            for seed in (1, 2, 3):
+                check_filtered(
+                    ref, ids, case_images, tokens([*sample_flags(NARROW), f"--seed={seed}"]), NARROW
+                )
+            check_filtered(ref, ids, case_images, a1, SAMPLE)
+            print(
+                f"ok   {label}: seeds repeat and differ, top-k 1 = greedy, tokens within top-k/top-p",
+                flush=True,
+            )
         except CheckFailed as err:
             print(f"FAIL {err}", flush=True)
             failures.append(label)

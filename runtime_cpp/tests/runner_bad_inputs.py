@@ -79,6 +79,16 @@ def _write(name: str, text: str) -> Damage:
     return apply
 
 
+def _shift_embedding(nbytes: int) -> Damage:
+    """The matrix (tag and values) recorded ``nbytes`` further on in lm_head's .bin."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["embedding_matrix"]["offset"] += nbytes
+        doc["embedding_matrix"]["tag_offset"] += nbytes
+
+    return _edit_json(edit)
+
+
 TEXT = ["--prompt", "Describe the image.", "--gen", "4"]
 
 
@@ -112,9 +122,12 @@ def cases(runner: Runner) -> list[BadCase]:
             "embedding offset past the end",
             text,
             "lm_head.ncnn.bin",
-            _set(10**9, "embedding_matrix", "offset"),
+            _shift_embedding(10**9),
         ),
-        BadCase("embedding tag wrong", text, "tag", _set(1, "embedding_matrix", "tag")),
+        BadCase(
+            "embedding tag inconsistent", text, "embedding_matrix.tag", _set(1, "embedding_matrix", "tag")
+        ),
+        BadCase("embedding offset off by 4", text, "weight tag at byte 4", _shift_embedding(4)),
         BadCase("image id outside the vocabulary", text, "tokens.image", _set(10**6, "tokens", "image")),
         BadCase("prompt longer than the context", text, "context", _set(2, "max_positions")),
         BadCase("unreadable image", [*text[:-2], image_flag, "{tmp}/not_an_image.png"], "not_an_image.png"),

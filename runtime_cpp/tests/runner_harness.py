@@ -157,6 +157,27 @@ class Reference:
                 logits = self.model.logits(step[-1])
         return out
 
+    def forced_logits(
+        self, ids: Sequence[int], images: Sequence[TestImage], tokens: Sequence[int]
+    ) -> list[Any]:
+        """The reference's logits before each of ``tokens`` when the prompt is followed by them (teacher
+        forcing): entry i is what the model predicts for position ``len(ids) + i``."""
+        torch = self.torch
+        out = []
+        with torch.no_grad():
+            features = [
+                self.model.encode_image(
+                    torch.from_numpy(img.processed.pixel_values), img.processed.grid
+                ).projector
+                for img in images
+            ]
+            hidden, cache = self.model.decode(self.model.fuse(ids, features), _empty_cache())
+            out.append(self.model.logits(hidden[-1]))
+            for token in tokens[:-1]:
+                step, cache = self.model.decode(self.model.model.embed_tokens(torch.tensor([token])), cache)
+                out.append(self.model.logits(step[-1]))
+        return out
+
     def stop_at_eos(self, tokens: Sequence[int]) -> list[int]:
         """What ``PenguinVL.generate`` returns for the same budget: up to and including the first EOS."""
         for i, token in enumerate(tokens):

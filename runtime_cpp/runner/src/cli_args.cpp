@@ -67,8 +67,20 @@ const char* usage() {
 CliArgs parse_args(const std::vector<std::string>& argv) {
   CliArgs a;
   for (size_t i = 1; i < argv.size(); ++i) {
-    const std::string& flag = argv[i];
+    std::string flag = argv[i];
+    std::string inline_value;  // --flag=value
+    bool has_inline = false;
+    const size_t eq = flag.find('=');
+    if (flag.compare(0, 2, "--") == 0 && eq != std::string::npos) {
+      inline_value = flag.substr(eq + 1);
+      flag.resize(eq);
+      has_inline = true;
+    }
     auto value = [&]() -> const std::string& {
+      if (has_inline) {
+        has_inline = false;
+        return inline_value;
+      }
       if (i + 1 >= argv.size()) throw Error(flag + " needs a value");
       return argv[++i];
     };
@@ -109,6 +121,7 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
     } else {
       throw Error("unknown argument \"" + flag + "\" (see --help)");
     }
+    if (has_inline) throw Error(flag + " takes no value");
   }
   if (a.help) return a;
   if (a.model.empty()) throw Error("--model DIR is required");

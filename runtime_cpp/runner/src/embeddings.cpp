@@ -19,7 +19,8 @@ uint32_t expected_tag(const std::string& storage) {
 
 }  // namespace
 
-Embeddings::Embeddings(const ModelConfig& cfg, int threads, bool allow_map) : hidden_(cfg.hidden_size), vocab_(cfg.vocab_size) {
+Embeddings::Embeddings(const ModelConfig& cfg, int threads, bool allow_map)
+    : hidden_(cfg.hidden_size), vocab_(cfg.vocab_size) {
   const std::string& s = cfg.embedding.storage;
   const bool readable = s == "fp32" || s == "raw" || s == "fp16" || s == "bf16";
   if (!cfg.tied || !readable) {
@@ -32,20 +33,24 @@ Embeddings::Embeddings(const ModelConfig& cfg, int threads, bool allow_map) : hi
   matrix_ = cfg.embedding;
   elem_bytes_ = (s == "fp16" || s == "bf16") ? 2 : 4;
   file_.reset(new MappedFile(matrix_.bin, allow_map));
+  if (s != "raw") {
+    if (matrix_.tag_offset + 4 != matrix_.offset)
+      throw Error(cfg.json_path + ": embedding_matrix.tag_offset must be 4 bytes before its offset");
+    if (matrix_.tag != expected_tag(s))
+      throw Error(cfg.json_path + ": embedding_matrix.tag " + std::to_string(matrix_.tag) + " is not the " + s +
+                  " tag " + std::to_string(expected_tag(s)));
+    uint32_t tag = 0;
+    file_->read(matrix_.tag_offset, 4, &tag);
+    if (tag != matrix_.tag)
+      throw Error(matrix_.bin + ": the weight tag at byte " + std::to_string(matrix_.tag_offset) + " is " +
+                  std::to_string(tag) + ", not the " + s + " tag " + std::to_string(matrix_.tag) +
+                  " of model.json embedding_matrix");
+  }
   const uint64_t need = matrix_.offset + static_cast<uint64_t>(matrix_.rows) * matrix_.cols * elem_bytes_;
   if (need > file_->size())
     throw Error(matrix_.bin + ": " + std::to_string(file_->size()) + " bytes, but model.json embedding_matrix (" +
                 std::to_string(matrix_.rows) + "x" + std::to_string(matrix_.cols) + " " + s + " at byte " +
                 std::to_string(matrix_.offset) + ") needs " + std::to_string(need));
-  if (s != "raw") {
-    if (matrix_.tag_offset + 4 != matrix_.offset)
-      throw Error(cfg.json_path + ": embedding_matrix.tag_offset must be 4 bytes before its offset");
-    uint32_t tag = 0;
-    file_->read(matrix_.tag_offset, 4, &tag);
-    if (tag != matrix_.tag || tag != expected_tag(s))
-      throw Error(matrix_.bin + ": the weight tag at byte " + std::to_string(matrix_.tag_offset) + " is " +
-                  std::to_string(tag) + ", not the " + s + " tag model.json embedding_matrix gives");
-  }
 }
 
 std::string Embeddings::source() const {
