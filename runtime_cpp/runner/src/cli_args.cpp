@@ -15,7 +15,8 @@ long long parse_integer(const std::string& flag, const std::string& text, long l
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || end == nullptr || *end != '\0' || errno != 0 || v < lo || v > hi)
-    throw Error(flag + ": \"" + text + "\" is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    throw Error(flag + ": \"" + text + "\" is not an integer in [" + std::to_string(lo) + ", "
+        + std::to_string(hi) + "]");
   return v;
 }
 
@@ -47,7 +48,7 @@ const char* usage() {
   return "usage: penguin_vl_run --model DIR [--image IMG]... (--prompt TEXT | --ids 1,2,3) [--gen N]\n"
          "                      [--threads N] [--temperature T] [--top-k K] [--top-p P]\n"
          "                      [--repetition-penalty R] [--seed S] [--verbose]\n"
-         "  --model DIR            a folder `gsurg apply rules/penguin_vl.yaml` wrote (model.json, nets, tokenizer)\n"
+         "  --model DIR            the output of `gsurg apply rules/penguin_vl.yaml`\n"
          "  --image IMG            a PNG or JPEG image (repeatable; placed before the text)\n"
          "  --prompt TEXT          the user message (UTF-8); without --image the model answers text-only\n"
          "  --gen N                at most N new tokens (default 256); stops earlier at EOS\n"
@@ -126,7 +127,8 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
   if (a.help) return a;
   if (a.model.empty()) throw Error("--model DIR is required");
   if (a.has_prompt == a.has_ids) throw Error("give exactly one of --prompt TEXT and --ids 1,2,3");
-  if (!a.images.empty() && !a.pixel_files.empty()) throw Error("give images with --image or --pixel-values, not both");
+  if (!a.images.empty()
+      && !a.pixel_files.empty()) throw Error("give images with --image or --pixel-values, not both");
   return a;
 }
 

@@ -79,7 +79,8 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
     for (const PatchInput& img : images) counts.push_back(img.grid_h * img.grid_w);
     ids = prompt_ids(tok, args.prompt, counts, cfg.image_token);
 #else
-    throw Error("this penguin_vl_run was built without runtime_cpp/tokenizer: --prompt is unavailable (use --ids)");
+    throw Error("this penguin_vl_run was built without runtime_cpp/tokenizer: --prompt is unavailable "
+                "(use --ids)");
 #endif
   }
 
@@ -107,7 +108,8 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
 #endif
   std::fputc('\n', out);
   if (args.print_ids) {
-    std::fprintf(out, "{\"prompt_tokens\": %d, \"tokens\": %s}\n", result.prompt_tokens, ids_json(result.tokens).c_str());
+    std::fprintf(out, "{\"prompt_tokens\": %d, \"tokens\": %s}\n", result.prompt_tokens,
+        ids_json(result.tokens).c_str());
   }
   std::fflush(out);
   if (args.verbose) {
@@ -115,9 +117,11 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
     std::fprintf(log, "model: %s, %d threads, embeddings from %s\n", cfg.folder.c_str(), threads,
                  runtime.embedding_source().c_str());
     std::fprintf(log, "load: %.3f s\n", runtime.load_seconds());
-    if (!images.empty()) std::fprintf(log, "preprocess: %.3f s (%zu images)\n", preprocess_seconds, images.size());
+    if (!images.empty()) std::fprintf(log, "preprocess: %.3f s (%zu images)\n", preprocess_seconds,
+        images.size());
     if (!images.empty()) std::fprintf(log, "vision: %.3f s\n", result.vision_seconds);
-    std::fprintf(log, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", result.prompt_tokens, result.prefill_seconds,
+    std::fprintf(log, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", result.prompt_tokens,
+        result.prefill_seconds,
                  result.prefill_seconds > 0 ? result.prompt_tokens / result.prefill_seconds : 0.0);
     std::fprintf(log, "decode: %d tokens in %.3f s (%.1f tok/s)%s\n", n, result.decode_seconds,
                  result.decode_seconds > 0 ? result.decode_steps / result.decode_seconds : 0.0,

@@ -54,7 +54,8 @@ std::vector<float> KVSession::step(const std::vector<float>& hidden, int rows) {
     for (size_t i = 0; i < d.cache_outputs.size(); ++i) {
       grown[i] = net.extract(ex, d.cache_outputs[i], 1);  // type 1: keep the opaque cache layout
       if (grown[i].dims != 3 || grown[i].h != start + rows)
-        throw Error(net.files().param + ": cache \"" + d.cache_outputs[i] + "\" holds " + std::to_string(grown[i].h) +
+        throw Error(net.files().param + ": cache \"" + d.cache_outputs[i] + "\" holds "
+            + std::to_string(grown[i].h) +
                     " tokens, expected " + std::to_string(start + rows));
     }
   }

@@ -37,7 +37,8 @@ Embeddings::Embeddings(const ModelConfig& cfg, int threads, bool allow_map)
     if (matrix_.tag_offset + 4 != matrix_.offset)
       throw Error(cfg.json_path + ": embedding_matrix.tag_offset must be 4 bytes before its offset");
     if (matrix_.tag != expected_tag(s))
-      throw Error(cfg.json_path + ": embedding_matrix.tag " + std::to_string(matrix_.tag) + " is not the " + s +
+      throw Error(cfg.json_path + ": embedding_matrix.tag " + std::to_string(matrix_.tag) + " is not the "
+          + s +
                   " tag " + std::to_string(expected_tag(s)));
     uint32_t tag = 0;
     file_->read(matrix_.tag_offset, 4, &tag);
@@ -48,7 +49,8 @@ Embeddings::Embeddings(const ModelConfig& cfg, int threads, bool allow_map)
   }
   const uint64_t need = matrix_.offset + static_cast<uint64_t>(matrix_.rows) * matrix_.cols * elem_bytes_;
   if (need > file_->size())
-    throw Error(matrix_.bin + ": " + std::to_string(file_->size()) + " bytes, but model.json embedding_matrix (" +
+    throw Error(matrix_.bin + ": " + std::to_string(file_->size())
+        + " bytes, but model.json embedding_matrix (" +
                 std::to_string(matrix_.rows) + "x" + std::to_string(matrix_.cols) + " " + s + " at byte " +
                 std::to_string(matrix_.offset) + ") needs " + std::to_string(need));
 }
@@ -68,7 +70,8 @@ void Embeddings::matrix_row(int id, float* out) const {
   std::vector<unsigned short> half(n);
   file_->read(at, n * 2, half.data());
   const bool bf16 = matrix_.storage == "bf16";
-  for (size_t i = 0; i < n; ++i) out[i] = bf16 ? ncnn::bfloat16_to_float32(half[i]) : ncnn::float16_to_float32(half[i]);
+  for (size_t i = 0; i < n; ++i) out[i] = bf16 ? ncnn::bfloat16_to_float32(half[i])
+      : ncnn::float16_to_float32(half[i]);
 }
 
 std::vector<float> Embeddings::rows(const std::vector<int>& ids, int skip_id) const {
@@ -77,7 +80,8 @@ std::vector<float> Embeddings::rows(const std::vector<int>& ids, int skip_id) co
   const int64_t limit = net_ ? vocab_ : matrix_.rows;
   for (int id : ids) {
     if (id != skip_id && (id < 0 || id >= limit))
-      throw Error("token id " + std::to_string(id) + " is outside the embedding table (" + std::to_string(limit) +
+      throw Error("token id " + std::to_string(id) + " is outside the embedding table ("
+          + std::to_string(limit) +
                   " rows)");
   }
   if (net_) {
@@ -87,7 +91,8 @@ std::vector<float> Embeddings::rows(const std::vector<int>& ids, int skip_id) co
     ncnn::Mat m = net_->run(in);
     if (m.dims == 1 && ids.size() == 1) m = m.reshape(m.w, 1);
     std::vector<float> got = mat_rows(m, hidden_, net_->files().param + " output");
-    if (got.size() != out.size()) throw Error(net_->files().param + ": the embed net returned the wrong row count");
+    if (got.size() != out.size()) throw Error(net_->files().param
+        + ": the embed net returned the wrong row count");
     return got;
   }
   for (size_t i = 0; i < ids.size(); ++i) {

@@ -14,7 +14,8 @@ double now_seconds() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-Runtime::Runtime(const std::string& model_dir, int threads) : cfg_(ModelConfig::load(model_dir)), threads_(threads) {
+Runtime::Runtime(const std::string& model_dir, int threads)
+    : cfg_(ModelConfig::load(model_dir)), threads_(threads) {
   const double t0 = now_seconds();
   embeddings_.reset(new Embeddings(cfg_, threads_));
   decoder_.reset(new Decoder(cfg_, threads_));
@@ -43,8 +44,9 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
   for (const PatchInput& img : images) image_rows += img.grid_h * img.grid_w;
   const int image_ids = count_id(prompt_ids, cfg_.image_token);
   if (image_ids != image_rows)
-    throw Error("the prompt has " + std::to_string(image_ids) + " image tokens (id " + std::to_string(cfg_.image_token) +
-                ") but the images give " + std::to_string(image_rows) + " feature rows");
+    throw Error("the prompt has " + std::to_string(image_ids) + " image tokens (id " +
+                std::to_string(cfg_.image_token) + ") but the images give " + std::to_string(image_rows) +
+                " feature rows");
   if (options.max_new_tokens < 1) throw Error("--gen must be at least 1");
 
   // Fused prompt embeddings: text rows, then the image features over the image-token rows in order.
@@ -85,7 +87,8 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
     result.tokens.push_back(token);
     history.push_back(token);
     on_token(token);
-    if ((!options.ignore_eos && cfg_.is_eos(token)) || static_cast<int>(result.tokens.size()) >= budget) break;
+    if ((!options.ignore_eos && cfg_.is_eos(token))
+        || static_cast<int>(result.tokens.size()) >= budget) break;
     std::vector<float> row = embeddings_->rows({token});
     last = session.step(row, 1);
     logits = decoder_->logits(last.data());

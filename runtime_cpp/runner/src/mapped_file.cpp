@@ -117,7 +117,8 @@ void MappedFile::read(uint64_t offset, size_t n, void* out) const {
     return;
   }
   std::FILE* f = static_cast<std::FILE*>(stream_);
-  if (!seek(f, offset) || std::fread(out, 1, n, f) != n) throw Error(path_ + ": read failed at byte " + std::to_string(offset));
+  if (!seek(f, offset) || std::fread(out, 1, n, f) != n) throw Error(path_ + ": read failed at byte "
+      + std::to_string(offset));
 }
 
 }  // namespace pvl

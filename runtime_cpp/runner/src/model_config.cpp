@@ -30,7 +30,8 @@ std::string existing_file(const ModelConfig& cfg, const JsonDoc& doc, const std:
   std::string rel = doc.str(key);
   if (rel.empty()) doc.fail(key, "is an empty file name");
   std::string path = join_path(cfg.folder, rel);
-  if (!is_regular_file(path)) throw Error(path + ": no such file (named by " + doc.file() + " \"" + key + "\")");
+  if (!is_regular_file(path)) throw Error(path + ": no such file (named by " + doc.file() + " \"" + key
+      + "\")");
   return path;
 }
 
@@ -55,7 +56,8 @@ void read_nets(ModelConfig& cfg, const JsonDoc& doc) {
     if (files.inputs.empty() || files.outputs.empty()) doc.fail(key, "needs at least one input and output");
     cfg.nets[name] = files;
   }
-  for (const char* name : {"decoder", "lm_head", "vision_embed_patch", "vision_encoder", "vision_projector"}) {
+  for (const char* name : {"decoder", "lm_head", "vision_embed_patch", "vision_encoder",
+      "vision_projector"}) {
     if (cfg.nets.count(name) == 0) doc.fail(std::string("nets.") + name, "is missing");
   }
 }
@@ -71,9 +73,11 @@ void read_vision(ModelConfig& cfg, const JsonDoc& doc) {
   v.rope_head_dim = positive_int(doc, "vision.rope.head_dim");
   if (v.rope_head_dim % 2 != 0) doc.fail("vision.rope.head_dim", "must be even");
   std::string layout = doc.str("vision.rope.layout");
-  if (layout != "row-col-halves") doc.fail("vision.rope.layout", "must be \"row-col-halves\", not \"" + layout + "\"");
+  if (layout != "row-col-halves") doc.fail("vision.rope.layout", "must be \"row-col-halves\", not \""
+      + layout + "\"");
   v.rope_full_width = table_width(doc, "vision.rope.table_width");
-  if (!v.rope_full_width) doc.fail("vision.rope.table_width", "must be \"full\": a half-width table drops the column angle");
+  if (!v.rope_full_width) doc.fail("vision.rope.table_width",
+      "must be \"full\": a half-width table drops the column angle");
   v.rope_lowered = doc.boolean("vision.rope.lowered");
   v.patch_size = positive_int(doc, "vision.patch_size");
   v.merge_size = positive_int(doc, "vision.merge_size");
@@ -124,7 +128,8 @@ void read_decoder(ModelConfig& cfg, const JsonDoc& doc) {
 void read_embedding(ModelConfig& cfg, const JsonDoc& doc) {
   cfg.tied = doc.boolean("tie_word_embeddings");
   if (!cfg.tied) {
-    if (cfg.nets.count("embed") == 0) doc.fail("nets.embed", "is missing (untied embeddings need the embed net)");
+    if (cfg.nets.count("embed") == 0) doc.fail("nets.embed",
+        "is missing (untied embeddings need the embed net)");
     return;
   }
   EmbeddingMatrix& e = cfg.embedding;
@@ -206,7 +211,8 @@ ModelConfig ModelConfig::load(const std::string& folder) {
   if (image < 0 || image >= cfg.vocab_size) doc.fail("tokens.image", "is not an id below vocab_size");
   cfg.image_token = static_cast<int>(image);
   for (int64_t e : doc.integers("tokens.eos")) {
-    if (e < 0 || e >= cfg.vocab_size) doc.fail("tokens.eos", "holds " + std::to_string(e) + ", not an id below vocab_size");
+    if (e < 0 || e >= cfg.vocab_size) doc.fail("tokens.eos", "holds " + std::to_string(e)
+        + ", not an id below vocab_size");
     cfg.eos_tokens.push_back(static_cast<int>(e));
   }
   if (cfg.eos_tokens.empty()) doc.fail("tokens.eos", "is an empty list");

@@ -69,31 +69,36 @@ LoadedNet::LoadedNet(const NetFiles& files, int threads) : files_(files), net_(n
   }
   for (const auto& blob : files.inputs) {
     if (!contains(net_->input_names(), blob))
-      throw Error(files.param + ": no input blob \"" + blob + "\" (model.json nets." + files.name + ".inputs)");
+      throw Error(files.param + ": no input blob \"" + blob + "\" (model.json nets." + files.name
+          + ".inputs)");
   }
   for (const auto& blob : files.outputs) {
     if (!contains(net_->output_names(), blob))
-      throw Error(files.param + ": no output blob \"" + blob + "\" (model.json nets." + files.name + ".outputs)");
+      throw Error(files.param + ": no output blob \"" + blob + "\" (model.json nets." + files.name
+          + ".outputs)");
   }
   FilePtr f = open_or_throw(files.bin);
   uint64_t size = file_size(f.get());
   CountingReader reader(f.get());
   if (net_->load_model(reader) != 0)
-    throw Error(files.bin + ": too short or malformed for " + files.param + " (ncnn could not load its weights)");
+    throw Error(files.bin + ": too short or malformed for " + files.param
+        + " (ncnn could not load its weights)");
   if (reader.consumed != size)
     throw Error(files.bin + ": " + files.param + " reads " + std::to_string(reader.consumed) + " of its " +
                 std::to_string(size) + " bytes: the .bin does not belong to this .param");
 }
 
 void LoadedNet::input(ncnn::Extractor& ex, const std::string& blob, const ncnn::Mat& mat) const {
-  if (ex.input(blob.c_str(), mat) != 0) throw Error(files_.param + ": cannot feed input blob \"" + blob + "\"");
+  if (ex.input(blob.c_str(), mat) != 0) throw Error(files_.param + ": cannot feed input blob \"" + blob
+      + "\"");
 }
 
 ncnn::Mat LoadedNet::extract(ncnn::Extractor& ex, const std::string& blob, int type) const {
   ncnn::Mat out;
   int ret = ex.extract(blob.c_str(), out, type);
   if (ret != 0 || out.empty())
-    throw Error(files_.param + ": ncnn failed computing blob \"" + blob + "\" (returned " + std::to_string(ret) + ")");
+    throw Error(files_.param + ": ncnn failed computing blob \"" + blob + "\" (returned "
+        + std::to_string(ret) + ")");
   return out;
 }
 
@@ -105,7 +110,8 @@ ncnn::Mat LoadedNet::run(const ncnn::Mat& in) const {
 
 ncnn::Mat mat_2d(const float* data, int rows, int cols) {
   ncnn::Mat m(cols, rows, static_cast<size_t>(4u));
-  if (m.empty()) throw Error("out of memory allocating a " + std::to_string(rows) + "x" + std::to_string(cols) + " matrix");
+  if (m.empty()) throw Error("out of memory allocating a " + std::to_string(rows) + "x"
+      + std::to_string(cols) + " matrix");
   for (int r = 0; r < rows; ++r)
     std::memcpy(m.row(r), data + static_cast<size_t>(r) * cols, sizeof(float) * static_cast<size_t>(cols));
   return m;

@@ -33,7 +33,8 @@ int count_id(const std::vector<int>& ids, int id) {
 }
 
 #if PVL_HAVE_TOKENIZER
-std::vector<int> prompt_ids(const Tokenizer& tok, const std::string& user_text, const std::vector<int>& image_tokens,
+std::vector<int> prompt_ids(const Tokenizer& tok, const std::string& user_text,
+    const std::vector<int>& image_tokens,
                             int image_id) {
   if (user_text.find_first_not_of(" \t\r\n") == std::string::npos) throw Error("the prompt is empty");
   for (const char* marker : {kImStart, kImEnd, "<think>", "</think>"}) {
@@ -44,12 +45,14 @@ std::vector<int> prompt_ids(const Tokenizer& tok, const std::string& user_text, 
   if (image_token.empty() || tok.token_id(image_token) != image_id)
     throw Error("the tokenizer has no token for the image id " + std::to_string(image_id) + " of model.json");
   if (user_text.find(image_token) != std::string::npos)
-    throw Error("the prompt text contains the image token \"" + image_token + "\"; images are given with --image");
+    throw Error("the prompt text contains the image token \"" + image_token
+        + "\"; images are given with --image");
   std::vector<int> ids = tok.encode(chat_prompt(user_text, image_tokens, image_token));
   int expected = 0;
   for (int n : image_tokens) expected += n;
   if (count_id(ids, image_id) != expected)
-    throw Error("the prompt encodes to " + std::to_string(count_id(ids, image_id)) + " image tokens, expected " +
+    throw Error("the prompt encodes to " + std::to_string(count_id(ids, image_id))
+        + " image tokens, expected " +
                 std::to_string(expected));
   return ids;
 }

@@ -43,7 +43,8 @@ int Sampler::next(std::vector<float>& logits, const std::vector<int>& history) {
     return la > lb || (la == lb && a < b);
   };
   size_t keep = order.size();
-  if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < keep) keep = static_cast<size_t>(options_.top_k);
+  if (options_.top_k > 0
+      && static_cast<size_t>(options_.top_k) < keep) keep = static_cast<size_t>(options_.top_k);
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(), better);
   order.resize(keep);
   // Softmax of logits / temperature over the kept ids, in double.

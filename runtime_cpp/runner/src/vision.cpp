@@ -11,7 +11,8 @@ namespace pvl {
 VisionTower::VisionTower(const ModelConfig& cfg, int threads) : cfg_(cfg) {
 #if defined(NCNN_VERSION_NUMBER)
   if (!cfg.vision.rope_lowered && NCNN_VERSION_NUMBER < 20261020)
-    throw Error(cfg.json_path + ": vision.rope.lowered is false (fused RotaryEmbed with full-width 2-D tables), "
+    throw Error(cfg.json_path
+        + ": vision.rope.lowered is false (fused RotaryEmbed with full-width 2-D tables), "
                 "which needs ncnn >= 1.0.20261020; this runtime is built with ncnn " NCNN_VERSION_STRING
                 " (convert with --set rope=explicit)");
 #endif
@@ -29,11 +30,13 @@ std::vector<float> VisionTower::encode(const PatchInput& in) const {
                 std::to_string(in.patch_dim) + "-value patches");
   const int expected_dim = 3 * cfg_.vision.patch_size * cfg_.vision.patch_size;  // RGB patches
   if (in.patch_dim != expected_dim)
-    throw Error("image patches have " + std::to_string(in.patch_dim) + " values each; model.json vision.patch_size " +
+    throw Error("image patches have " + std::to_string(in.patch_dim)
+        + " values each; model.json vision.patch_size " +
                 std::to_string(cfg_.vision.patch_size) + " needs " + std::to_string(expected_dim));
   ncnn::Mat x = patch_->run(mat_2d(in.data.data(), n, in.patch_dim));
   if (x.dims != 2 || x.h != n)
-    throw Error(patch_->files().param + ": expected [" + std::to_string(n) + ", width] patch embeddings, got dims " +
+    throw Error(patch_->files().param + ": expected [" + std::to_string(n)
+        + ", width] patch embeddings, got dims " +
                 std::to_string(x.dims) + " h " + std::to_string(x.h) + " (does patch_dim " +
                 std::to_string(in.patch_dim) + " fit this net?)");
   const VisionSettings& v = cfg_.vision;
@@ -47,7 +50,8 @@ std::vector<float> VisionTower::encode(const PatchInput& in) const {
     encoded = encoder_->extract(ex, v.output);
   }
   if (encoded.dims != 2 || encoded.h != n)
-    throw Error(encoder_->files().param + ": the encoder output \"" + v.output + "\" is not [" + std::to_string(n) +
+    throw Error(encoder_->files().param + ": the encoder output \"" + v.output + "\" is not ["
+        + std::to_string(n) +
                 ", width]");
   ncnn::Mat projected = projector_->run(encoded);
   return mat_rows(projected, cfg_.hidden_size, projector_->files().param + " output");

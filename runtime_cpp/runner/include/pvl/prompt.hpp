@@ -21,7 +21,8 @@ std::string chat_prompt(const std::string& user_text, const std::vector<int>& im
 // Token ids of chat_prompt(...). image_id is model.json tokens.image; its string comes from the tokenizer.
 // Throws pvl::Error when the text is empty, holds the image token itself, the tokenizer lacks a template
 // marker, or the encoded ids do not hold exactly sum(image_tokens) image ids.
-std::vector<int> prompt_ids(const Tokenizer& tok, const std::string& user_text, const std::vector<int>& image_tokens,
+std::vector<int> prompt_ids(const Tokenizer& tok, const std::string& user_text,
+    const std::vector<int>& image_tokens,
                             int image_id);
 #endif
 
