@@ -31,11 +31,16 @@ if(PVL_RUNNER_HAS_PREPROCESS)
   list(APPEND _pvl_run_args --with-preprocess)
 endif()
 
-add_test(NAME runner_convert_model COMMAND ${PVL_PYTHON} ${_pvl_check} convert --out ${_pvl_model})
+add_test(NAME runner_convert_model
+  COMMAND ${PVL_PYTHON} ${_pvl_check} convert --out ${_pvl_model} --untied-out ${_pvl_model}_untied)
 set_tests_properties(runner_convert_model PROPERTIES FIXTURES_SETUP runner_model TIMEOUT 600)
 
 foreach(mode greedy sampling bad-input)
   string(REPLACE "-" "_" _name "runner_${mode}")
-  add_test(NAME ${_name} COMMAND ${PVL_PYTHON} ${_pvl_check} ${mode} ${_pvl_run_args})
+  set(_extra "")
+  if(mode STREQUAL "greedy")
+    set(_extra --untied-model ${_pvl_model}_untied)
+  endif()
+  add_test(NAME ${_name} COMMAND ${PVL_PYTHON} ${_pvl_check} ${mode} ${_pvl_run_args} ${_extra})
   set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED runner_model TIMEOUT 900)
 endforeach()

@@ -19,6 +19,9 @@ prompt ids, and the streamed text the HF tokenizer's decoding of the tokens. Plu
 build has the tokenizer, else as ids; images as files (``--image``) when it has the preprocessing, else as
 the Python processor's patches (``--pixel-values``). Mismatches print both token lists.
 
+With ``--untied-model`` (``convert --untied-out``: ``make_tiny --untied`` converted) two more cases run on
+a model whose embeddings come from the ``embed`` net; one case reads the tied rows with ``--no-mmap``.
+
 ``sampling``: the same seed gives the same tokens, different seeds differ, ``--top-k 1`` equals greedy, and
 every sampled token lies in the set transformers' repetition-penalty / temperature / top-k / top-p warpers
 keep from the reference's logits for the same prefix.
@@ -29,6 +32,7 @@ keep from the reference's logits for the same prefix.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import shutil
@@ -75,23 +79,35 @@ def _newest_input() -> float:
     return newest
 
 
-def convert(out: Path) -> int:
+def _python(args: Sequence[str], what: str) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    command = [sys.executable, *args]
+    print("$", shlex.join(command), flush=True)
+    if subprocess.run(command, cwd=REPO, env=env, check=False).returncode != 0:
+        raise CheckFailed(f"{what} failed")
+
+
+def convert(out: Path, *, untied: bool = False) -> None:
+    """The tiny checkpoint (embedded, or ``make_tiny --untied`` written beside ``out``) converted into
+    ``out``, unless ``out`` is newer than every conversion input."""
     marker = out / "model.json"
     if marker.is_file() and marker.stat().st_mtime >= _newest_input():
         print(f"reusing {out} (newer than the rule and checkpoint files)")
-        return 0
+        return
     staging = out.with_name(out.name + ".converting")
     shutil.rmtree(staging, ignore_errors=True)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    gsurg = [sys.executable, "-c", "import sys; from graphsurgeon.cli import main; sys.exit(main())"]
-    command = [*gsurg, "apply", str(REPO / "rules" / "penguin_vl.yaml"), "--out", str(staging)]
-    print("$", shlex.join(command), flush=True)
-    if subprocess.run(command, cwd=REPO, env=env, check=False).returncode != 0:
-        print("conversion failed", file=sys.stderr)
-        return 1
+    settings: list[str] = []
+    if untied:
+        checkpoint = out.with_name(out.name + ".checkpoint")
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        _python(["-m", "examples.penguin_vl.make_tiny", str(checkpoint), "--untied"], "make_tiny --untied")
+        settings = ["--set", f"checkpoint={checkpoint}"]
+    gsurg = ["-c", "import sys; from graphsurgeon.cli import main; sys.exit(main())"]
+    _python(
+        [*gsurg, "apply", str(REPO / "rules" / "penguin_vl.yaml"), *settings, "--out", str(staging)], "gsurg"
+    )
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)
-    return 0
 
 
 # --- greedy parity --------------------------------------------------------------------------------------
@@ -135,6 +151,7 @@ def greedy_case(
     ignore_eos: bool = True,
     debug: bool = False,
     penalty: float = 1.0,
+    extra: Sequence[str] = (),
 ) -> None:
     ids = ref.prompt_ids(prompt, images)
     expected = ref.greedy(ids, images, NEW_TOKENS, penalty=penalty)
@@ -144,7 +161,7 @@ def greedy_case(
     args += ["--threads", "1"] + (["--ignore-eos"] if ignore_eos else [])
     if penalty != 1.0:
         args += ["--repetition-penalty", str(penalty)]
-    result = runner.run(args)
+    result = runner.run([*args, *extra])
     doc = result.ids()
     if doc["prompt_tokens"] != len(ids):
         raise CheckFailed(f"{label}: the prompt has {doc['prompt_tokens']} tokens, the reference {len(ids)}")
@@ -157,12 +174,16 @@ def greedy_case(
     print(f"ok   {label}: {len(expected)} tokens equal ({expected[:8]}...)", flush=True)
 
 
-def greedy(runner: Runner, ref: Reference, images: Sequence[TestImage]) -> list[str]:
+def greedy(
+    runner: Runner, ref: Reference, images: Sequence[TestImage], untied: Path | None = None
+) -> list[str]:
     failures: list[str] = []
 
-    def attempt(label: str, *args: object, **kwargs: object) -> None:
+    def attempt(
+        label: str, *args: object, on: tuple[Runner, Reference] = (runner, ref), **kwargs: object
+    ) -> None:
         try:
-            greedy_case(runner, ref, label, *args, **kwargs)  # type: ignore[arg-type]
+            greedy_case(*on, label, *args, **kwargs)  # type: ignore[arg-type]
         except CheckFailed as err:
             print(f"FAIL {err}", flush=True)
             failures.append(label)
@@ -185,6 +206,11 @@ def greedy(runner: Runner, ref: Reference, images: Sequence[TestImage]) -> list[
     attempt(f"prompt 1 + {images[1].label}, debug inputs", PROMPTS[1], [images[1]], debug=True)
     attempt(f"prompt 0 + {images[1].label}, repetition penalty 1.3", PROMPTS[0], [images[1]], penalty=1.3)
     attempt("prompt 2 text-only, repetition penalty 1.3", PROMPTS[2], [], penalty=1.3)
+    attempt(f"prompt 1 + {images[0].label}, --no-mmap", PROMPTS[1], [images[0]], extra=["--no-mmap"])
+    if untied is not None:  # embeddings from the embed net, logits from a separate lm_head matrix
+        other = (dataclasses.replace(runner, model=untied), Reference(untied))
+        attempt(f"untied: prompt 0 + {images[0].label}", PROMPTS[0], [images[0]], on=other)
+        attempt("untied: prompt 2 text-only", PROMPTS[2], [], on=other)
     return failures
 
 
@@ -280,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mode", choices=("convert", "greedy", "sampling", "bad-input", "dump-pixels"))
     parser.add_argument("paths", nargs="*", type=Path, help="dump-pixels: IMAGE OUT")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--untied-out", type=Path, help="convert: also an untied tiny checkpoint, here")
+    parser.add_argument("--untied-model", type=Path, help="greedy: also check this untied conversion")
     parser.add_argument("--runner")
     parser.add_argument("--model", type=Path)
     parser.add_argument("--wrapper", default="", help="a command the program runs under, e.g. wine")
@@ -289,7 +317,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "convert":
         if args.out is None:
             parser.error("convert needs --out DIR")
-        return convert(args.out)
+        try:
+            convert(args.out)
+            if args.untied_out is not None:
+                convert(args.untied_out, untied=True)
+        except CheckFailed as err:
+            print(err, file=sys.stderr)
+            return 1
+        return 0
     if args.mode == "dump-pixels":
         if len(args.paths) != 2:
             parser.error("dump-pixels needs IMAGE OUT")
@@ -320,7 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="pvl-run-") as tmp:
             work = Path(tmp)
             images = [ref.image(label, path, work) for label, path in image_paths(work)]
-            failures = (greedy if args.mode == "greedy" else sampling)(runner, ref, images)
+            if args.mode == "greedy":
+                untied = args.untied_model.resolve() if args.untied_model else None
+                failures = greedy(runner, ref, images, untied)
+            else:
+                failures = sampling(runner, ref, images)
     if failures:
         print(f"{len(failures)} failed: {failures}")
         return 1

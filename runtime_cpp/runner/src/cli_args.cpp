@@ -62,7 +62,8 @@ const char* usage() {
          "  --ids 1,2,3            prompt token ids (the full chat prompt) instead of --prompt\n"
          "  --pixel-values FILE    a preprocessed image dump (PVLPIX01) instead of --image\n"
          "  --print-ids            print {\"prompt_tokens\": N, \"tokens\": [...]} as the last stdout line\n"
-         "  --ignore-eos           do not stop at EOS: generate exactly --gen tokens\n";
+         "  --ignore-eos           do not stop at EOS: generate exactly --gen tokens\n"
+         "  --no-mmap              read the tied embedding rows from the file instead of a memory map\n";
 }
 
 CliArgs parse_args(const std::vector<std::string>& argv) {
@@ -117,6 +118,8 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
       a.ignore_eos = true;
     } else if (flag == "--print-ids") {
       a.print_ids = true;
+    } else if (flag == "--no-mmap") {
+      a.no_mmap = true;
     } else if (flag == "--verbose") {
       a.verbose = true;
     } else {

@@ -61,7 +61,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
   if (args.has_prompt && args.prompt.find_first_not_of(" \t\r\n") == std::string::npos)
     throw Error("the prompt is empty");
   if (args.has_ids && args.ids.empty()) throw Error("--ids is empty");
-  Runtime runtime(args.model, threads);
+  Runtime runtime(args.model, threads, !args.no_mmap);
   const ModelConfig& cfg = runtime.config();
 #if PVL_HAVE_TOKENIZER
   const Tokenizer tok = Tokenizer::load(cfg.tokenizer_json);

@@ -14,10 +14,10 @@ double now_seconds() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-Runtime::Runtime(const std::string& model_dir, int threads)
+Runtime::Runtime(const std::string& model_dir, int threads, bool allow_map)
     : cfg_(ModelConfig::load(model_dir)), threads_(threads) {
   const double t0 = now_seconds();
-  embeddings_.reset(new Embeddings(cfg_, threads_));
+  embeddings_.reset(new Embeddings(cfg_, threads_, allow_map));
   decoder_.reset(new Decoder(cfg_, threads_));
   load_seconds_ = now_seconds() - t0;
 }

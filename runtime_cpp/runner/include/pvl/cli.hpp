@@ -3,7 +3,7 @@
 // tokenizer, images through the Pillow-exact preprocessing), generates and streams the text to stdout.
 // Debug/test inputs: --ids (prompt token ids instead of --prompt) and --pixel-values (a preprocessed
 // image dump instead of --image); --print-ids prints {"prompt_tokens": N, "tokens": [...]} as the last
-// stdout line; --ignore-eos generates exactly --gen tokens.
+// stdout line; --ignore-eos generates exactly --gen tokens; --no-mmap reads embedding rows without a map.
 #pragma once
 
 #include <cstdio>
@@ -28,6 +28,7 @@ struct CliArgs {
   bool ignore_eos = false;
   bool print_ids = false;
   bool verbose = false;
+  bool no_mmap = false;
   bool help = false;
 };
 

@@ -36,7 +36,9 @@ struct GenerateResult {
 
 class Runtime {
  public:
-  Runtime(const std::string& model_dir, int threads);
+  // allow_map false: the tied embedding rows are read from the file instead of a memory map (a test of
+  // the fallback used where mapping fails).
+  Runtime(const std::string& model_dir, int threads, bool allow_map = true);
   const ModelConfig& config() const { return cfg_; }
   double load_seconds() const { return load_seconds_; }
   std::string embedding_source() const { return embeddings_->source(); }
