@@ -228,7 +228,20 @@ def sweep_strings(cps: list[int], chunk: int = 256) -> list[str]:
         out.append("".join("x" + c for c in chars))
         out.append("".join("!" + c for c in chars))
         out.append("".join(c + c + " " for c in chars))
+        out.append("".join("'" + c + "x" for c in chars))  # case folding in (?i:'s|'t|...)
     return out
+
+
+def contraction_strings() -> list[str]:
+    """Every case variant of Qwen2's contractions, followed by a letter, a digit, a space or nothing (the
+    apostrophe follows a letter: after a space, `` ?[^\\s\\p{L}\\p{N}]+`` would take it first)."""
+    variants = []
+    for word in ("s", "t", "re", "ve", "m", "ll", "d"):
+        forms = [""]
+        for ch in word:
+            forms = [f + c for f in forms for c in (ch, ch.upper())]
+        variants += forms
+    return ["y".join("'" + v + tail for v in variants) for tail in ("x", "1", " ", "", "'s")]
 
 
 def check_pretokenizer(args: argparse.Namespace, path: Path, report: Report) -> None:
@@ -241,8 +254,9 @@ def check_pretokenizer(args: argparse.Namespace, path: Path, report: Report) -> 
     hf_nfc = normalizers.NFC()
     split = pre_tokenizers.Split(Regex(corpus.QWEN2_SPLIT), behavior="isolated", invert=False)
     assigned, unassigned = sweep_code_points()
-    for group, cps, strict in (("assigned", assigned, True), ("unassigned", unassigned, False)):
-        strings = sweep_strings(cps)
+    groups = [("assigned", sweep_strings(assigned), True), ("unassigned", sweep_strings(unassigned), False)]
+    groups.insert(0, ("contraction", contraction_strings(), True))
+    for group, strings, strict in groups:
         out = run_tool(args, path, [b64(s.encode()) for s in strings], "pretokenize")
         differing = hf_stale = 0
         for s, res in zip(strings, out["results"], strict=False):
@@ -269,7 +283,7 @@ def check_pretokenizer(args: argparse.Namespace, path: Path, report: Report) -> 
                     f"piece {k}: HF [{cps_of(want[k])}] C++ [{cps_of(got[k]) if k < len(got) else '-'}]",
                 )
         print(
-            f"pre-tokenizer sweep, {group} code points ({len(cps)}; Unicode: Python "
+            f"pre-tokenizer sweep, {group} strings (Unicode: Python "
             f"{unicodedata.unidata_version}, utf8proc {out['unicode_version']}): {len(strings)} strings, "
             f"{differing} differ{'' if strict else ' (informational)'}; HF's NFC differs from the standard "
             f"on {hf_stale}"

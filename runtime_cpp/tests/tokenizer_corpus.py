@@ -106,6 +106,8 @@ HANDPICKED = [
     "\n" * 50,
     "ab" * 200 + "!" * 50,
     "mixed'S AND'LL ſ'ſ",
+    "don'tcha it'sy I'mma we'llx they'REx you'VEy she'Dz x'ſa x'Ss x'tt",
+    "'sa'Sb'tc'Tre're'RE'Ve've'mm'Md'D'ſs'll'lL",
 ]
 
 _INVALID_BYTES = [
