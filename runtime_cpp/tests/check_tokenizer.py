@@ -2,9 +2,10 @@
 
 ``python check_tokenizer.py --tool BUILD/tokenizer/pvl_tokenize [--wrapper "wine"] [--tiny tokenizer.json]``
 
-For three tokenizer files - the shipped tiny one (``examples/penguin_vl/tiny/tokenizer.json``), a larger one
-trained here on multilingual text (``tokenizer_corpus.train_tokenizer``), and the same with its merges
-rewritten in the legacy ``"a b"`` form - it checks, on >= 200 strings (``tokenizer_corpus.test_strings``):
+For four tokenizer files - the shipped tiny one (``examples/penguin_vl/tiny/tokenizer.json``), a larger
+one trained here on multilingual text (``tokenizer_corpus.train_tokenizer``), the same with its merges
+rewritten in the legacy ``"a b"`` form, and the same with 20 000 random merges added - it checks, on
+>= 200 strings (``tokenizer_corpus.test_strings``):
 
 * ids: equal to ``Tokenizer.encode(text).ids``. Invalid UTF-8 input: HF gets
   ``bytes.decode("utf-8", "replace")`` of the bytes the C++ got (the documented C++ behaviour);
@@ -15,7 +16,8 @@ rewritten in the legacy ``"a b"`` form - it checks, on >= 200 strings (``tokeniz
   per token come from HF's token strings through the GPT-2 byte map written here, checked against HF's
   decode first;
 * ``token_id`` of every vocabulary entry and added token, and ``vocab_size``;
-* encoding a >= 10 000-character chat prompt takes < 100 ms.
+* encoding a >= 10 000-character chat prompt takes < 100 ms;
+* broken or unsupported tokenizer files fail with exit status 1 and a message naming the file and fault.
 
 Then NFC and the pre-tokenizer alone over every code point of planes 0-3 and 14 (and samples of 15-16),
 in several contexts: for every character assigned in Python's Unicode database the NFC must equal
@@ -290,8 +292,63 @@ def check_pretokenizer(args: argparse.Namespace, path: Path, report: Report) -> 
         )
 
 
-def trained_files(work: Path) -> tuple[Path, Path]:
-    """The trained tokenizer, saved as HF writes it and with legacy "a b" merges (and a #version line)."""
+def check_bad_files(args: argparse.Namespace, report: Report) -> None:
+    """Broken or unsupported tokenizer files: exit status 1 and one message naming the file and the fault."""
+    good = json.loads(Path(args.tiny).read_text())
+    cases: list[tuple[str, Any, str]] = [
+        ("truncated", json.dumps(good)[:3000], "invalid JSON"),
+        ("nfkc", {**good, "normalizer": {"type": "NFKC"}}, 'normalizer "NFKC" is not supported'),
+        ("no-pre-tokenizer", {**good, "pre_tokenizer": None}, "pre_tokenizer is not supported"),
+        ("wordpiece-decoder", {**good, "decoder": {"type": "WordPiece"}}, 'decoder "WordPiece"'),
+    ]
+    model = dict(good["model"])
+    model["merges"] = [["zz", "qq"], *good["model"]["merges"]]
+    cases.append(("unknown-merge", {**good, "model": model}, 'BPE merge 1 ("zz", "qq") uses a token missing'))
+    model = dict(good["model"])
+    model["merges"] = ["a b c"]
+    cases.append(("three-part-merge", {**good, "model": model}, 'merge 1 "a b c" is not "a b"'))
+    work = Path(args.workdir)
+    empty = work / "empty.json"
+    empty.write_text("[]")
+    for name, content, expected in [*cases, ("missing", None, "")]:
+        path = work / f"bad-{name}.json"
+        if content is not None:
+            path.write_text(content if isinstance(content, str) else json.dumps(content))
+        cmd = [*shlex.split(args.wrapper), args.tool, "--tokenizer", str(path), "--input", str(empty)]
+        proc = subprocess.run([*cmd, "--output", str(work / "bad-out.json")], capture_output=True, text=True)
+        message = proc.stderr.strip()
+        if proc.returncode != 1 or path.name not in message or expected not in message:
+            report.fail("bad file", f"{name}: exit {proc.returncode}, stderr {message!r}")
+    print(f"bad tokenizer files: {len(cases) + 1} checked")
+
+
+def random_merges(data: dict[str, Any], count: int, seed: int = 5) -> None:
+    """Appends ``count`` merges of random token pairs (and their results) to a tokenizer document: unlike
+    trained merges, many tokens can then be built in several ways, which exercises the merge order."""
+    vocab, merges = data["model"]["vocab"], data["model"]["merges"]
+    rng = random.Random(seed)
+    tokens = list(vocab)
+    seen = {tuple(m) for m in merges}
+    while count > 0:
+        a, b = rng.choice(tokens), rng.choice(tokens)
+        if (a, b) in seen or len(a) + len(b) > 16:
+            continue
+        seen.add((a, b))
+        merges.append([a, b])
+        count -= 1
+        if a + b not in vocab:
+            vocab[a + b] = len(vocab)
+            tokens.append(a + b)
+    taken = set(vocab.values())
+    next_id = max(taken) + 1
+    for t in data["added_tokens"]:  # ids after the grown vocabulary, as HF assigns them
+        t["id"] = vocab.get(t["content"], next_id)
+        next_id += t["content"] not in vocab
+
+
+def trained_files(work: Path) -> tuple[Path, Path, Path]:
+    """The trained tokenizer, saved as HF writes it, with legacy "a b" merges (and a #version line), and
+    with 20 000 random merges added."""
     tok = corpus.train_tokenizer()
     data = json.loads(tok.to_str())
     merges = data["model"]["merges"]
@@ -303,11 +360,15 @@ def trained_files(work: Path) -> tuple[Path, Path]:
         m if isinstance(m, str) else f"{m[0]} {m[1]}" for m in merges
     ]
     legacy.write_text(json.dumps(data, ensure_ascii=False))
+    data["model"]["merges"] = [list(m) for m in merges]
+    random_merges(data, 20_000)
+    synthetic = work / "trained-random-merges.json"
+    synthetic.write_text(json.dumps(data, ensure_ascii=False))
     chars = byte_map()
     texts = [bytes(chars[c] for c in t).decode("utf-8", "ignore") for t in data["model"]["vocab"]]
     cjk = sum(1 for t in texts if len(t) > 1 and any(0x4E00 <= ord(c) <= 0x9FFF for c in t))
     print(f"trained tokenizer: {len(texts)} tokens, {len(merges)} merges, {cjk} of several CJK characters")
-    return modern, legacy
+    return modern, legacy, synthetic
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,9 +387,11 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         report = Report(args.show)
         start = time.perf_counter()
-        modern, legacy = trained_files(work)
-        for name, path in (("tiny", args.tiny), ("trained", modern), ("trained-legacy-merges", legacy)):
+        modern, legacy, synthetic = trained_files(work)
+        files = [("tiny", args.tiny), ("trained", modern), ("trained-legacy-merges", legacy)]
+        for name, path in [*files, ("trained-random-merges", synthetic)]:
             check_tokenizer(args, name, path, report)
+        check_bad_files(args, report)
         if not args.no_sweep:
             check_pretokenizer(args, args.tiny, report)
         print(f"checked in {time.perf_counter() - start:.1f} s")
