@@ -322,30 +322,6 @@ def check_bad_files(args: argparse.Namespace, report: Report) -> None:
     print(f"bad tokenizer files: {len(cases) + 1} checked")
 
 
-def random_merges(data: dict[str, Any], count: int, seed: int = 5) -> None:
-    """Appends ``count`` merges of random token pairs (and their results) to a tokenizer document: unlike
-    trained merges, many tokens can then be built in several ways, which exercises the merge order."""
-    vocab, merges = data["model"]["vocab"], data["model"]["merges"]
-    rng = random.Random(seed)
-    tokens = list(vocab)
-    seen = {tuple(m) for m in merges}
-    while count > 0:
-        a, b = rng.choice(tokens), rng.choice(tokens)
-        if (a, b) in seen or len(a) + len(b) > 16:
-            continue
-        seen.add((a, b))
-        merges.append([a, b])
-        count -= 1
-        if a + b not in vocab:
-            vocab[a + b] = len(vocab)
-            tokens.append(a + b)
-    taken = set(vocab.values())
-    next_id = max(taken) + 1
-    for t in data["added_tokens"]:  # ids after the grown vocabulary, as HF assigns them
-        t["id"] = vocab.get(t["content"], next_id)
-        next_id += t["content"] not in vocab
-
-
 def trained_files(work: Path) -> tuple[Path, Path, Path]:
     """The trained tokenizer, saved as HF writes it, with legacy "a b" merges (and a #version line), and
     with 20 000 random merges added."""
@@ -361,7 +337,7 @@ def trained_files(work: Path) -> tuple[Path, Path, Path]:
     ]
     legacy.write_text(json.dumps(data, ensure_ascii=False))
     data["model"]["merges"] = [list(m) for m in merges]
-    random_merges(data, 20_000)
+    corpus.random_merges(data, 20_000)
     synthetic = work / "trained-random-merges.json"
     synthetic.write_text(json.dumps(data, ensure_ascii=False))
     chars = byte_map()
