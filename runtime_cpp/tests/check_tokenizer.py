@@ -323,8 +323,8 @@ def check_bad_files(args: argparse.Namespace, report: Report) -> None:
 
 
 def trained_files(work: Path) -> tuple[Path, Path, Path]:
-    """The trained tokenizer, saved as HF writes it, with legacy "a b" merges (and a #version line), and
-    with 20 000 random merges added."""
+    """The trained tokenizer, saved as HF writes it, with legacy "a b" merges (and a #version line, and
+    the empty subword prefix / suffix of Qwen2's file), and with 20 000 random merges added."""
     tok = corpus.train_tokenizer()
     data = json.loads(tok.to_str())
     merges = data["model"]["merges"]
@@ -332,6 +332,7 @@ def trained_files(work: Path) -> tuple[Path, Path, Path]:
         raise SystemExit(f"the trained tokenizer has only {len(merges)} merges")
     modern, legacy = work / "trained.json", work / "trained-legacy.json"
     modern.write_text(json.dumps(data, ensure_ascii=False))
+    data["model"]["continuing_subword_prefix"] = data["model"]["end_of_word_suffix"] = ""  # as Qwen2's file
     data["model"]["merges"] = ["#version: 0.2"] + [
         m if isinstance(m, str) else f"{m[0]} {m[1]}" for m in merges
     ]

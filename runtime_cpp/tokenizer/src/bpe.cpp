@@ -16,10 +16,12 @@ namespace {
 
 using nlohmann::json;
 
-// A JSON value that must be null or the given value, else the model is not supported.
-bool is_null_or_false(const json& model, const char* key) {
+// An option that is absent, null, false or "" (Qwen2's files write "" for the subword prefix and suffix,
+// which HF treats as no prefix / suffix).
+bool is_unset(const json& model, const char* key) {
   auto it = model.find(key);
-  return it == model.end() || it->is_null() || (it->is_boolean() && !it->get<bool>());
+  return it == model.end() || it->is_null() || (it->is_boolean() && !it->get<bool>()) ||
+         (it->is_string() && it->get<std::string>().empty());
 }
 
 bool flag(const json& model, const char* key) {
@@ -37,7 +39,7 @@ void Bpe::load(const json& model, const std::vector<std::pair<std::string, long 
     throw Error("model type \"" + model.value("type", std::string()) + "\" is not supported (only BPE)");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix", "byte_fallback"}) {
-    if (!is_null_or_false(model, key)) throw Error(std::string("BPE \"") + key + "\" is not supported");
+    if (!is_unset(model, key)) throw Error(std::string("BPE \"") + key + "\" is not supported");
   }
   if (auto it = model.find("dropout"); it != model.end() && !it->is_null() && it->get<double>() != 0.0) {
     throw Error("BPE dropout is not supported");
