@@ -234,6 +234,25 @@ def sweep_strings(cps: list[int], chunk: int = 256) -> list[str]:
     return out
 
 
+def nfc_strings(count: int = 600, seed: int = 3) -> list[str]:
+    """Random sequences where NFC has work to do: base letters, combining marks of every class (reordered
+    and composed), Hangul jamo, precomposed letters, singletons and composition exclusions."""
+    marks = [chr(c) for c in range(0x300, 0x20000) if unicodedata.combining(chr(c))]
+    bases = [*"aeiouAEIOUnNcCsSzZyYwW", "Α", "ι", "А", "ا", "क", "ก"]
+    bases += ["é", "Å", "ṩ", "Å", "Ω", "豈", "क़", "⫝̸", "̈́"]
+    jamo = [chr(c) for c in (*range(0x1100, 0x1113), *range(0x1161, 0x1176), *range(0x11A8, 0x11C3))]
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        parts = []
+        for _ in range(rng.randint(1, 12)):
+            kind = rng.random()
+            pool = bases if kind < 0.35 else marks if kind < 0.8 else jamo
+            parts.append(rng.choice(pool))
+        out.append("".join(parts))
+    return out
+
+
 def contraction_strings() -> list[str]:
     """Every case variant of Qwen2's contractions, followed by a letter, a digit, a space or nothing (the
     apostrophe follows a letter: after a space, `` ?[^\\s\\p{L}\\p{N}]+`` would take it first)."""
@@ -257,7 +276,7 @@ def check_pretokenizer(args: argparse.Namespace, path: Path, report: Report) -> 
     split = pre_tokenizers.Split(Regex(corpus.QWEN2_SPLIT), behavior="isolated", invert=False)
     assigned, unassigned = sweep_code_points()
     groups = [("assigned", sweep_strings(assigned), True), ("unassigned", sweep_strings(unassigned), False)]
-    groups.insert(0, ("contraction", contraction_strings(), True))
+    groups[:0] = [("contraction", contraction_strings(), True), ("combining", nfc_strings(), True)]
     for group, strings, strict in groups:
         out = run_tool(args, path, [b64(s.encode()) for s in strings], "pretokenize")
         differing = hf_stale = 0
