@@ -333,13 +333,18 @@ def main() -> int:
         add_bad_file_jobs(jobs, bad_images(folder, good), TINY_CONFIG)
         job_file = folder / "jobs.txt"
         job_file.write_text("\n".join(jobs.lines) + "\n", encoding="utf-8")
-        run = subprocess.run(
-            [*wrapper, args.dump, "--jobs", jobs.arg(job_file)],
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-        )
+        try:
+            run = subprocess.run(
+                [*wrapper, args.dump, "--jobs", jobs.arg(job_file)],
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+            )
+        except OSError as err:
+            print(f"FAIL: cannot run {args.dump}: {err} (a Windows build needs --wrapper)")
+            print("0 passed, 1 failed")
+            return 1
         statuses = {}
         for line in run.stdout.splitlines():
             head, sep, rest = line.partition(": ")
