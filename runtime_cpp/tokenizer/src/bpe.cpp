@@ -1,0 +1,195 @@
+// BPE model (see bpe.hpp). The merge loop mirrors HF's Word::merge_all: a priority queue of candidate
+// pairs keyed by (rank, position); a popped entry is dropped when either symbol has been merged away or
+// the pair now there would produce a different token.
+#include "bpe.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <queue>
+
+#include "pvl/error.hpp"
+
+namespace pvl {
+
+namespace {
+
+using nlohmann::json;
+
+// A JSON value that must be null or the given value, else the model is not supported.
+bool is_null_or_false(const json& model, const char* key) {
+  auto it = model.find(key);
+  return it == model.end() || it->is_null() || (it->is_boolean() && !it->get<bool>());
+}
+
+bool flag(const json& model, const char* key) {
+  auto it = model.find(key);
+  return it != model.end() && it->is_boolean() && it->get<bool>();
+}
+
+}  // namespace
+
+void Bpe::load(const json& model, const ByteLevel& byte_level) {
+  byte_level_ = &byte_level;
+  if (!model.is_object()) throw Error("\"model\" is not an object");
+  if (model.value("type", std::string("BPE")) != "BPE") {
+    throw Error("model type \"" + model.value("type", std::string()) + "\" is not supported (only BPE)");
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix", "byte_fallback"}) {
+    if (!is_null_or_false(model, key)) throw Error(std::string("BPE \"") + key + "\" is not supported");
+  }
+  if (auto it = model.find("dropout"); it != model.end() && !it->is_null() && it->get<double>() != 0.0) {
+    throw Error("BPE dropout is not supported");
+  }
+  fuse_unk_ = flag(model, "fuse_unk");
+  ignore_merges_ = flag(model, "ignore_merges");
+
+  const auto vit = model.find("vocab");
+  if (vit == model.end() || !vit->is_object()) throw Error("BPE \"vocab\" is missing or not an object");
+  vocab_.reserve(vit->size());
+  for (auto it = vit->begin(); it != vit->end(); ++it) {
+    const int id = it.value().get<int>();
+    if (id < 0) throw Error("BPE vocabulary id " + std::to_string(id) + " is negative");
+    vocab_[it.key()] = id;
+    vocab_r_[id] = it.key();
+    if (id > max_id_) max_id_ = id;
+  }
+
+  const auto mit = model.find("merges");
+  if (mit == model.end() || !mit->is_array()) throw Error("BPE \"merges\" is missing or not an array");
+  merges_.reserve(mit->size());
+  uint32_t rank = 0;
+  for (const json& m : *mit) {
+    std::string a, b;
+    if (m.is_string()) {  // legacy "a b"; HF skips "#version" lines and wants exactly one space
+      const std::string line = m.get<std::string>();
+      if (line.rfind("#version", 0) == 0) continue;
+      const size_t sp = line.find(' ');
+      if (sp == std::string::npos || line.find(' ', sp + 1) != std::string::npos) {
+        throw Error("BPE merge " + std::to_string(rank + 1) + " \"" + line + "\" is not \"a b\"");
+      }
+      a = line.substr(0, sp);
+      b = line.substr(sp + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      a = m[0].get<std::string>();
+      b = m[1].get<std::string>();
+    } else {
+      throw Error("BPE merge " + std::to_string(rank + 1) + " is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+    const int ia = token_to_id(a), ib = token_to_id(b), inew = token_to_id(a + b);
+    if (ia < 0 || ib < 0 || inew < 0) {
+      throw Error("BPE merge " + std::to_string(rank + 1) + " (\"" + a + "\", \"" + b +
+                  "\") uses a token missing from the vocabulary");
+    }
+    merges_[key(ia, ib)] = Merge{rank, inew};  // a repeated pair keeps its last rank, as HF's map does
+    ++rank;
+  }
+
+  for (int b = 0; b < 256; ++b) byte_id_[b] = token_to_id(byte_level.symbol(static_cast<unsigned char>(b)));
+  if (auto it = model.find("unk_token"); it != model.end() && it->is_string()) {
+    unk_id_ = token_to_id(it->get<std::string>());
+    if (unk_id_ < 0) throw Error("BPE unk_token \"" + it->get<std::string>() + "\" is not in the vocabulary");
+  }
+}
+
+int Bpe::token_to_id(const std::string& token) const {
+  auto it = vocab_.find(token);
+  return it == vocab_.end() ? -1 : it->second;
+}
+
+const std::string* Bpe::id_to_token(int id) const {
+  auto it = vocab_r_.find(id);
+  return it == vocab_r_.end() ? nullptr : &it->second;
+}
+
+void Bpe::encode_word(std::string_view word, std::vector<int>& out) const {
+  if (word.empty()) return;
+  const bool cacheable = word.size() < kCacheMaxWord;
+  std::string key_str(word);
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = cache_.find(key_str);
+    if (it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<int> ids;
+  bool done = false;
+  if (ignore_merges_) {  // a word that is itself a token is not split
+    const int whole = token_to_id(byte_level_->encode(word));
+    if (whole >= 0) {
+      ids.push_back(whole);
+      done = true;
+    }
+  }
+  if (!done) {
+    // Initial symbols: one per byte; a byte whose symbol is not in the vocabulary becomes the unk token
+    // (consecutive ones fused when fuse_unk) or, without an unk token, is dropped, as in HF.
+    ids.reserve(word.size());
+    bool last_unk = false;
+    for (char ch : word) {
+      const int id = byte_id_[static_cast<unsigned char>(ch)];
+      if (id >= 0) {
+        ids.push_back(id);
+        last_unk = false;
+      } else if (unk_id_ >= 0) {
+        if (!(fuse_unk_ && last_unk)) ids.push_back(unk_id_);
+        last_unk = true;
+      }
+    }
+    merge_all(ids);
+  }
+  out.insert(out.end(), ids.begin(), ids.end());
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (cache_.size() < kCacheCapacity) cache_.emplace(std::move(key_str), std::move(ids));
+  }
+}
+
+void Bpe::merge_all(std::vector<int>& ids) const {
+  const size_t n = ids.size();
+  if (n < 2) return;
+  struct Sym {
+    int id;
+    long prev, next;  // linked list over positions; -1 / n at the ends
+    bool alive;
+  };
+  std::vector<Sym> syms(n);
+  for (size_t k = 0; k < n; ++k) {
+    syms[k] = Sym{ids[k], static_cast<long>(k) - 1, static_cast<long>(k + 1), true};
+  }
+  struct Cand {
+    uint32_t rank;
+    size_t pos;
+    int new_id;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> queue;
+  auto consider = [&](size_t pos, int a, int b) {
+    auto it = merges_.find(key(a, b));
+    if (it != merges_.end()) queue.push(Cand{it->second.rank, pos, it->second.new_id});
+  };
+  for (size_t k = 0; k + 1 < n; ++k) consider(k, ids[k], ids[k + 1]);
+
+  while (!queue.empty()) {
+    const Cand top = queue.top();
+    queue.pop();
+    Sym& left = syms[top.pos];
+    if (!left.alive || left.next >= static_cast<long>(n)) continue;
+    Sym& right = syms[static_cast<size_t>(left.next)];
+    auto it = merges_.find(key(left.id, right.id));
+    if (it == merges_.end() || it->second.new_id != top.new_id) continue;  // stale entry
+    left.id = top.new_id;
+    right.alive = false;
+    left.next = right.next;
+    if (right.next < static_cast<long>(n)) syms[static_cast<size_t>(right.next)].prev = static_cast<long>(top.pos);
+    if (left.prev >= 0) consider(static_cast<size_t>(left.prev), syms[static_cast<size_t>(left.prev)].id, left.id);
+    if (left.next < static_cast<long>(n)) consider(top.pos, left.id, syms[static_cast<size_t>(left.next)].id);
+  }
+  ids.clear();
+  for (size_t k = 0; k < n; ++k) {
+    if (syms[k].alive) ids.push_back(syms[k].id);
+  }
+}
+
+}  // namespace pvl

@@ -1,0 +1,37 @@
+// What a loaded tokenizer.json holds (shared by the Tokenizer copies, the StreamDecoder and the test
+// program): the BPE model, the added tokens, whether text is NFC-normalized, and each id's decoded bytes.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "added_tokens.hpp"
+#include "bpe.hpp"
+#include "byte_level.hpp"
+
+namespace pvl {
+namespace detail {
+
+struct TokenizerData {
+  ByteLevel byte_level;
+  Bpe bpe;
+  AddedVocabulary added;
+  std::unordered_map<std::string, int> added_ids;  // content -> id (checked before the vocabulary)
+  bool nfc = false;                                // the normalizer is NFC (else none)
+  std::vector<std::string> token_bytes;            // id -> the bytes decode() emits for it
+  std::vector<bool> known;                         // id -> some token has this id
+  std::string empty;
+
+  // The text pieces encode() works on, exposed for tests: the NFC form of `valid` (when the normalizer
+  // is NFC) and its Qwen2 pieces as byte ranges of that form.
+  std::string normalize(std::string_view valid) const;
+};
+
+// Reads tokenizer.json into data; throws pvl::Error("<path>: <reason>").
+void load_tokenizer_json(const std::string& path, TokenizerData& data);
+
+}  // namespace detail
+}  // namespace pvl
