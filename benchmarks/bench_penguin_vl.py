@@ -116,7 +116,8 @@ class RssSampler:
     every page it has read here)."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.samples, self._stop = pid, [], threading.Event()
+        self.pid, self._stop = pid, threading.Event()
+        self.samples: list[tuple[float, int]] = []  # (perf_counter, RSS bytes)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
