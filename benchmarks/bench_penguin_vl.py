@@ -117,7 +117,7 @@ class RssSampler:
 
     def __init__(self, pid: int) -> None:
         self.pid, self._stop = pid, threading.Event()
-        self.samples: list[tuple[float, int]] = []  # (perf_counter, RSS bytes)
+        self.samples: list[tuple[float, int, int]] = []  # (perf_counter, anon bytes, total bytes)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -154,7 +154,7 @@ class RssSampler:
         self.thread.join()
 
     def peak(self, start: float = 0.0, end: float = float("inf"), *, total: bool = False) -> int:
-        return max((s[2 if total else 1] for s in self.samples if start <= s[0] <= end), default=0)
+        return max((s[2] if total else s[1] for s in self.samples if start <= s[0] <= end), default=0)
 
     def gb(self, start: float = 0.0, end: float = float("inf")) -> str:
         """``anon GB (total GB with mapped file pages)`` for the README table."""
