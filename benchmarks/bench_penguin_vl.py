@@ -164,16 +164,19 @@ class RssSampler:
 def run_measured(argv: list[str]) -> tuple[float, RssSampler, dict[str, float]]:
     """Wall time, the RSS samples, and when each progress line appeared (``"end"``: when it exited)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     sampler = RssSampler(proc.pid)
     marks: dict[str, float] = {}
     assert proc.stderr is not None
     for line in proc.stderr:
         sys.stderr.write(line)
         marks.setdefault(line.split(":")[1].strip() if ":" in line else line, time.perf_counter())
+    assert proc.stdout is not None
+    report = proc.stdout.read()  # verify's table: shown, so a failing stage is visible in the log
     code = proc.wait()
     marks["end"] = time.perf_counter()
     sampler.stop()
+    sys.stdout.write(report)
     if code != 0:
         raise SystemExit(f"{argv[3]} exited {code}")
     return time.perf_counter() - start, sampler, marks
