@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
-import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -152,22 +150,29 @@ def test_a_nested_config_key_is_named_with_its_file_and_object(tmp_path: Path) -
     assert f"no field 'num_hidden_layers' in {ckpt}/config.json: vision_encoder_config (it has " in msg, msg
 
 
+def _shadow_pnnx(monkeypatch: pytest.MonkeyPatch, root: Path, init: str, script: str | None) -> None:
+    """A package named pnnx (``init`` as its ``__init__.py``, ``script`` as its executable) found first on
+    PYTHONPATH: the export runs in a child Python, which sees it through the environment."""
+    pkg = root / "shadow" / "pnnx"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(init)
+    if script is not None:
+        (pkg / "pnnx").write_text(script)
+        (pkg / "pnnx").chmod(0o755)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(root / "shadow"), os.environ.get("PYTHONPATH", "")])
+    )
+
+
 def _fake_pnnx(monkeypatch: pytest.MonkeyPatch, root: Path, script: str) -> None:
-    """A module named pnnx whose folder holds ``script`` as its executable (as tests/test_export.py)."""
-    pkg = root / "fakepnnx"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "pnnx").write_text(script)
-    (pkg / "pnnx").chmod(0o755)
-    fake = types.ModuleType("pnnx")
-    fake.__file__ = str(pkg / "__init__.py")
-    monkeypatch.setitem(sys.modules, "pnnx", fake)
+    """A pnnx package whose folder holds ``script`` as its executable (as tests/test_export.py)."""
+    _shadow_pnnx(monkeypatch, root, "", script)
 
 
 def test_pnnx_missing_is_one_clear_error(
     tmp_path: Path, out: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "pnnx", None)  # import pnnx raises ImportError
+    _shadow_pnnx(monkeypatch, tmp_path, "raise ImportError('no pnnx here')\n", None)
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     assert main(["apply", str(RULES), "--out", str(out)]) == 2
     assert "pnnx is not installed" in _one_error(capsys)

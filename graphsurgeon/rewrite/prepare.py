@@ -12,7 +12,6 @@ drops them, so whatever a source kept alive for them (a reference model) can be 
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -121,6 +120,20 @@ def _work_folder(parent: str | None) -> Path:
     return Path(tempfile.mkdtemp(prefix="gsurg-work-"))
 
 
+def _plain_vars(program: RuleProgram) -> dict[str, Any]:
+    """The variables an export source sees: every one that can be computed before the export (a variable
+    reading facts about the exported models cannot) and is plain data."""
+    out: dict[str, Any] = {}
+    for name in program.scope.names:
+        try:
+            value = program.scope.var(name)
+        except GsurgError:
+            continue
+        if isinstance(value, str | int | float | bool) or value is None:
+            out[name] = value
+    return out
+
+
 def _export(
     program: RuleProgram,
     inputs: dict[str, ModelInput],
@@ -128,34 +141,35 @@ def _export(
     work: Path,
     progress: Progress | None,
 ) -> dict[str, Samples]:
-    """Export the wanted sub-models; returns each exported input's calibration samples, on demand."""
+    """Export the wanted sub-models in a child process (the source's PyTorch models never live in this
+    one); returns each exported input's calibration samples, made by a second child when first asked."""
     source = program.header.get("source")
     if not source:
         names = ", ".join(sorted(wanted))
         raise GsurgError(f"{program.path}: inputs {names} are exports, but the rule file has no source")
-    from graphsurgeon.export.calibration_inputs import calibration_arrays
-    from graphsurgeon.export.pnnx_run import export_all  # torch is needed only here
-    from graphsurgeon.export.spec import call_source, load_source
+    from graphsurgeon.export.worker import load_samples, run_job
 
-    build = load_source(source["export"], Path(program.path).resolve().parent)
-    checkpoint = Path(source["checkpoint"]) if source.get("checkpoint") else None
-    if checkpoint is not None and not checkpoint.exists():
+    checkpoint = source.get("checkpoint")
+    if checkpoint and not Path(checkpoint).exists():
         raise GsurgError(f"{checkpoint}: the source checkpoint does not exist")
-    specs = call_source(build, source["export"], _LazyVars(program), checkpoint)
-    made = {spec.name for spec in specs}
-    missing = sorted(set(wanted.values()) - made)
-    if missing:
-        raise GsurgError(
-            f"{source['export']}: returned sub-models {sorted(made)}; the rule file's inputs also need "
-            f"{missing}"
-        )
-    exported = export_all([s for s in specs if s.name in set(wanted.values())], work, progress=progress)
-    by_name = {spec.name: spec for spec in specs}
-    samples: dict[str, Samples] = {}
+    job = {
+        "source": source["export"],
+        "base": str(Path(program.path).resolve().parent),
+        "checkpoint": checkpoint,
+        "variables": _plain_vars(program),
+        "names": sorted(set(wanted.values())),
+        "work": str(work),
+    }
+    exported = run_job({**job, "kind": "export"}, work, progress)
     for name, sub in wanted.items():
         model = exported[sub]
-        inputs[name] = ModelInput(param=os.fspath(model.param), bin=os.fspath(model.bin))
-        program.provide_model(name, os.fspath(model.param))
-        spec = by_name[sub]  # the module is not kept: only its inputs and calibration samples
-        samples[name] = functools.partial(calibration_arrays, sub, spec.inputs, spec.calibration)
-    return samples
+        inputs[name] = ModelInput(param=model["param"], bin=model["bin"])
+        program.provide_model(name, model["param"])
+    saved: dict[str, Any] = {}
+
+    def samples(sub: str) -> list[tuple[np.ndarray, ...]]:
+        if not saved:
+            saved.update(run_job({**job, "kind": "calibration"}, work, progress))
+        return load_samples(saved[sub])
+
+    return {name: functools.partial(samples, sub) for name, sub in wanted.items()}

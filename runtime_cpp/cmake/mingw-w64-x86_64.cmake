@@ -1,0 +1,46 @@
+# CMake toolchain file: cross-compile for 64-bit Windows with Debian's mingw-w64 (posix threads flavour).
+#
+# Contract:
+#   - compilers: x86_64-w64-mingw32-gcc-posix / g++-posix (Debian package g++-mingw-w64-x86-64-posix); the
+#     posix flavour is needed for std::thread / std::mutex and for ncnn's OpenMP (libgomp, winpthreads).
+#   - libraries and packages are searched only below the mingw sysroot and the prefixes listed in
+#     PVL_MINGW_PREFIXES (environment variable or -D cache variable, ';'-separated). By default that is
+#     ${GSURG_CACHE:-$HOME/.cache/gsurg}/mingw64-deps, where scripts/build_mingw_deps.sh installs utf8proc,
+#     zlib, libpng, libjpeg-turbo and the nlohmann-json headers built from Debian's source packages.
+#     Host (Linux) headers and libraries are never picked up; programs (python, wine) are found on the host.
+#   - ncnn is found through -Dncnn_DIR=<mingw install>/lib/cmake/ncnn, which find_package honours as is.
+#   - executables are linked statically (libgcc, libstdc++, winpthread, libgomp), so the .exe runs under
+#     wine or on Windows without any DLL next to it.
+set(CMAKE_SYSTEM_NAME Windows)
+set(CMAKE_SYSTEM_PROCESSOR x86_64)
+
+set(PVL_MINGW_TRIPLE x86_64-w64-mingw32)
+set(CMAKE_C_COMPILER ${PVL_MINGW_TRIPLE}-gcc-posix)
+set(CMAKE_CXX_COMPILER ${PVL_MINGW_TRIPLE}-g++-posix)
+set(CMAKE_RC_COMPILER ${PVL_MINGW_TRIPLE}-windres)
+
+# Where the cross-built third-party libraries live (see scripts/build_mingw_deps.sh).
+if(NOT DEFINED PVL_MINGW_PREFIXES)
+  if(DEFINED ENV{PVL_MINGW_PREFIXES})
+    set(PVL_MINGW_PREFIXES "$ENV{PVL_MINGW_PREFIXES}")
+  elseif(DEFINED ENV{GSURG_CACHE})
+    set(PVL_MINGW_PREFIXES "$ENV{GSURG_CACHE}/mingw64-deps")
+  else()
+    set(PVL_MINGW_PREFIXES "$ENV{HOME}/.cache/gsurg/mingw64-deps")
+  endif()
+endif()
+set(PVL_MINGW_PREFIXES "${PVL_MINGW_PREFIXES}" CACHE STRING "Prefixes holding libraries built for mingw-w64")
+
+# try_compile projects re-read this file: hand them the same prefixes.
+list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES PVL_MINGW_PREFIXES)
+
+set(CMAKE_FIND_ROOT_PATH /usr/${PVL_MINGW_TRIPLE} ${PVL_MINGW_PREFIXES})
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+# Static archives first: the .exe must not need the DLLs of zlib, libpng, ...
+set(CMAKE_FIND_LIBRARY_SUFFIXES .a .dll.a .lib)
+
+# No DLL hunting at run time: link the GCC runtime, the C++ library and winpthread into every program.
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-static -static-libgcc -static-libstdc++")

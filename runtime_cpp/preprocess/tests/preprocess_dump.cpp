@@ -1,0 +1,166 @@
+// pvl_preprocess_dump: runs pvl_preprocess on images and writes what it computed as .npy files, for the
+// parity checker runtime_cpp/tests/check_preprocess.py (which compares them with Pillow and the Python
+// processor). Not part of the runtime.
+//
+//   pvl_preprocess_dump --image PATH --config preprocessor_config.json [--size HxW]
+//                       [--out PV.npy] [--resized RGB.npy] [--decoded RGB.npy]
+//   pvl_preprocess_dump --config CFG --target-of HxW
+//   pvl_preprocess_dump --config CFG --jobs JOBS.txt
+//
+// --out writes pixel_values as float32 [grid_h, grid_w, patch_dim] (so the grid is the shape); --size forces
+// the resize target (H x W) instead of target_size(); --resized writes the resized RGB image and --decoded
+// the decoded one, as uint8 [H, W, 3] (with --resized any --size is allowed, not only multiples of the
+// patch). --target-of prints "target HxW", the resize target of an image of that size, with no image read.
+// --jobs runs one job per line of JOBS.txt, each line the options above separated by tabs (on top of
+// the options given on the command line), and prints "job N: ok[ target HxW]" or "job N: error: MESSAGE" per line, so one
+// process serves a whole test (one wine start for the Windows build). Exit 0 when every job succeeded.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pvl/error.hpp"
+#include "pvl/files.hpp"
+#include "pvl/image.hpp"
+#include "pvl/image_processor.hpp"
+
+namespace {
+
+struct Options {
+  std::string image, config, size, out, resized, decoded, jobs, target_of;
+};
+
+void parse(const std::vector<std::string>& args, Options* o) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (i + 1 >= args.size()) throw pvl::Error("option " + a + " needs a value");
+    const std::string& v = args[++i];
+    if (a == "--image") o->image = v;
+    else if (a == "--config") o->config = v;
+    else if (a == "--size") o->size = v;
+    else if (a == "--out") o->out = v;
+    else if (a == "--resized") o->resized = v;
+    else if (a == "--decoded") o->decoded = v;
+    else if (a == "--jobs") o->jobs = v;
+    else if (a == "--target-of") o->target_of = v;
+    else throw pvl::Error("unknown option " + a);
+  }
+}
+
+void write_npy(const std::string& path, const char* descr, const std::vector<size_t>& shape,
+               const void* data, size_t bytes) {
+  std::string shape_text = "(";
+  for (size_t d : shape) shape_text += std::to_string(d) + ", ";
+  shape_text += ")";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape_text + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(pvl::fopen_utf8(path, "wb"), &std::fclose);
+  if (!f) throw pvl::Error(path + ": cannot create the file");
+  const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  const unsigned char len[2] = {static_cast<unsigned char>(header.size() & 0xff),
+                                static_cast<unsigned char>(header.size() >> 8)};
+  bool ok = std::fwrite(magic, 1, 8, f.get()) == 8 && std::fwrite(len, 1, 2, f.get()) == 2 &&
+            std::fwrite(header.data(), 1, header.size(), f.get()) == header.size() &&
+            std::fwrite(data, 1, bytes, f.get()) == bytes;
+  if (!ok || std::fflush(f.get()) != 0) throw pvl::Error(path + ": write failed");
+}
+
+void write_rgb(const std::string& path, const pvl::Image& img) {
+  write_npy(path, "|u1", {static_cast<size_t>(img.height), static_cast<size_t>(img.width), 3},
+            img.rgb.data(), img.rgb.size());
+}
+
+pvl::TargetSize parse_size(const std::string& text) {
+  int h = 0, w = 0;
+  char x = 0, extra = 0;
+  std::istringstream in(text);
+  if (!(in >> h >> x >> w) || x != 'x' || (in >> extra) || h < 1 || w < 1) {
+    throw pvl::Error("--size must be HxW with positive integers, not " + text);
+  }
+  return pvl::TargetSize{h, w};
+}
+
+pvl::ImageProcessorConfig read_config(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(pvl::read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw pvl::Error(path + ": not valid JSON: " + e.what());
+  }
+  return pvl::ImageProcessorConfig::from_json(j);
+}
+
+// Runs one job; returns what to print after "ok" (the target size for --target-of, else "").
+std::string run(const Options& o) {
+  if (o.config.empty()) throw pvl::Error("--config is required");
+  const pvl::ImageProcessorConfig cfg = read_config(o.config);
+  if (!o.target_of.empty()) {
+    const pvl::TargetSize of = parse_size(o.target_of);
+    const pvl::TargetSize t = pvl::target_size(of.height, of.width, cfg);
+    return "target " + std::to_string(t.height) + "x" + std::to_string(t.width);
+  }
+  if (o.image.empty()) throw pvl::Error("--image is required");
+  const pvl::Image img = pvl::load_image(o.image);
+  if (!o.decoded.empty()) write_rgb(o.decoded, img);
+  const pvl::TargetSize size = o.size.empty() ? pvl::target_size(img.height, img.width, cfg) : parse_size(o.size);
+  if (!o.resized.empty()) write_rgb(o.resized, pvl::resize_bicubic(img, size.width, size.height));
+  if (!o.out.empty()) {
+    const pvl::PixelValues pv = pvl::preprocess_at(img, cfg, size);
+    write_npy(o.out, "<f4",
+              {static_cast<size_t>(pv.grid_h), static_cast<size_t>(pv.grid_w), static_cast<size_t>(pv.patch_dim)},
+              pv.data.data(), pv.data.size() * sizeof(float));
+  }
+  return "";
+}
+
+int run_jobs(const Options& base) {
+  const std::string text = pvl::read_file(base.jobs);
+  std::istringstream lines(text);
+  std::string line;
+  int index = 0, failed = 0;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::vector<std::string> args;
+    std::istringstream fields(line);
+    std::string field;
+    while (std::getline(fields, field, '\t')) args.push_back(field);
+    Options o = base;
+    o.jobs.clear();
+    try {
+      parse(args, &o);
+      const std::string extra = run(o);
+      std::cout << "job " << index << ": ok" << (extra.empty() ? "" : " ") << extra << "\n";
+    } catch (const std::exception& e) {
+      std::cout << "job " << index << ": error: " << e.what() << "\n";
+      ++failed;
+    }
+    ++index;
+  }
+  std::cout.flush();
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Options o;
+    parse(std::vector<std::string>(argv + 1, argv + argc), &o);
+    if (!o.jobs.empty()) return run_jobs(o);
+    const std::string extra = run(o);
+    if (!extra.empty()) std::cout << extra << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "pvl_preprocess_dump: error: " << e.what() << "\n";
+    return 2;
+  }
+}
