@@ -132,7 +132,7 @@ done
 nlohmann_version=$(dpkg-query -W -f='${Version}' nlohmann-json3-dev)
 
 RECIPE=2  # bump when the way the libraries are built changes: forces a rebuild
-stamp_text="mingw64-deps recipe=$RECIPE triple=$TRIPLE"
+stamp_text="mingw64-deps recipe=$RECIPE triple=$TRIPLE toolchain=$(sha256sum "$TOOLCHAIN" | cut -c1-16)"
 for pkg in "${packages[@]}"; do stamp_text+=" $(basename "${dsc_of[$pkg]}" .dsc)"; done
 stamp_text+=" nlohmann-json3-dev=$nlohmann_version"
 if [ -f "$PREFIX/stamp.txt" ] && [ "$(cat "$PREFIX/stamp.txt")" = "$stamp_text" ]; then
