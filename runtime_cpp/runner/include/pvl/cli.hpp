@@ -1,0 +1,39 @@
+// penguin_vl_run's command line: parsing (strict: unknown flags, missing values and malformed numbers are
+// pvl::Error naming the flag) and run(), which loads the model, builds the prompt (chat template +
+// tokenizer, images through the Pillow-exact preprocessing), generates and streams the text to stdout.
+// Debug/test inputs: --ids (prompt token ids instead of --prompt) and --pixel-values (a preprocessed
+// image dump instead of --image); --print-ids prints {"prompt_tokens": N, "tokens": [...]} as the last
+// stdout line; --ignore-eos generates exactly --gen tokens.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "pvl/sampler.hpp"
+
+namespace pvl {
+
+struct CliArgs {
+  std::string model;
+  std::string prompt;
+  bool has_prompt = false;
+  std::vector<int> ids;
+  bool has_ids = false;
+  std::vector<std::string> images;
+  std::vector<std::string> pixel_files;
+  int gen = 256;
+  int threads = 0;  // 0: ncnn's count of physical big cores
+  SamplingOptions sampling;
+  bool ignore_eos = false;
+  bool print_ids = false;
+  bool verbose = false;
+  bool help = false;
+};
+
+CliArgs parse_args(const std::vector<std::string>& argv);  // argv[0] is the program
+const char* usage();
+// Runs one generation; returns the process exit code. Throws pvl::Error on bad input.
+int run(const CliArgs& args, std::FILE* out, std::FILE* log);
+
+}  // namespace pvl

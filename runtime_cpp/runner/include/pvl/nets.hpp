@@ -1,0 +1,43 @@
+// One converted ncnn net loaded the way examples/penguin_vl/ncnn_chain.py loads it (exact fp32: fp16 and
+// bf16 storage, packing and arithmetic off, packing layout off; the thread count set before loading,
+// because Gemm packs its weights for it), with checks a bare ncnn load does not make: the .param parses,
+// the .bin is consumed exactly (a .bin of another .param is refused, naming both), and every interface
+// blob model.json names is an input / output of the graph. Helpers turn row-major float buffers into 2-D
+// Mats and back, and run a one-input one-output net; every ncnn failure is a pvl::Error naming net and blob.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <net.h>
+
+#include "pvl/model_config.hpp"
+
+namespace pvl {
+
+class LoadedNet {
+ public:
+  LoadedNet(const NetFiles& files, int threads);
+  LoadedNet(const LoadedNet&) = delete;
+  LoadedNet& operator=(const LoadedNet&) = delete;
+
+  const NetFiles& files() const { return files_; }
+  ncnn::Extractor extractor() const { return net_->create_extractor(); }
+  // One input (files().inputs[0]) -> one output (files().outputs[0]).
+  ncnn::Mat run(const ncnn::Mat& in) const;
+  // ex.input / ex.extract with errors naming the net and blob.
+  void input(ncnn::Extractor& ex, const std::string& blob, const ncnn::Mat& mat) const;
+  ncnn::Mat extract(ncnn::Extractor& ex, const std::string& blob, int type = 0) const;
+
+ private:
+  NetFiles files_;
+  std::unique_ptr<ncnn::Net> net_;
+};
+
+// A fresh 2-D Mat (w = cols, h = rows) holding a copy of rows*cols row-major floats.
+ncnn::Mat mat_2d(const float* data, int rows, int cols);
+// The rows of a 2-D float Mat (h rows of w) copied out row-major; checks dims and the expected width.
+std::vector<float> mat_rows(const ncnn::Mat& m, int expected_cols, const std::string& what);
+
+}  // namespace pvl

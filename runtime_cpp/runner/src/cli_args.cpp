@@ -1,0 +1,135 @@
+// Strict parsing of penguin_vl_run's flags (see cli.hpp).
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "pvl/cli.hpp"
+#include "pvl/error.hpp"
+
+namespace pvl {
+
+namespace {
+
+long long parse_integer(const std::string& flag, const std::string& text, long long lo, long long hi) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end == nullptr || *end != '\0' || errno != 0 || v < lo || v > hi)
+    throw Error(flag + ": \"" + text + "\" is not an integer in [" + std::to_string(lo) + ", "
+        + std::to_string(hi) + "]");
+  return v;
+}
+
+float parse_float(const std::string& flag, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end == nullptr || *end != '\0' || errno != 0 || !std::isfinite(v))
+    throw Error(flag + ": \"" + text + "\" is not a number");
+  return static_cast<float>(v);
+}
+
+std::vector<int> parse_ids(const std::string& text) {
+  std::vector<int> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    ids.push_back(static_cast<int>(parse_integer("--ids", item, 0, 2147483647LL)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ids;
+}
+
+}  // namespace
+
+const char* usage() {
+  return "usage: penguin_vl_run --model DIR [--image IMG]... (--prompt TEXT | --ids 1,2,3) [--gen N]\n"
+         "                      [--threads N] [--temperature T] [--top-k K] [--top-p P]\n"
+         "                      [--repetition-penalty R] [--seed S] [--verbose]\n"
+         "  --model DIR            the output of `gsurg apply rules/penguin_vl.yaml`\n"
+         "  --image IMG            a PNG or JPEG image (repeatable; placed before the text)\n"
+         "  --prompt TEXT          the user message (UTF-8); without --image the model answers text-only\n"
+         "  --gen N                at most N new tokens (default 256); stops earlier at EOS\n"
+         "  --threads N            CPU threads (default: physical big cores)\n"
+         "  --temperature T        0 (default) = greedy; > 0 samples\n"
+         "  --top-k K / --top-p P  sampling filters (0 / 1 = off)\n"
+         "  --repetition-penalty R penalise ids already in the prompt or output (1 = off)\n"
+         "  --seed S               sampling seed (default 0); the same seed gives the same tokens\n"
+         "  --verbose              per-stage times on stderr\n"
+         "debug/test options:\n"
+         "  --ids 1,2,3            prompt token ids (the full chat prompt) instead of --prompt\n"
+         "  --pixel-values FILE    a preprocessed image dump (PVLPIX01) instead of --image\n"
+         "  --print-ids            print {\"prompt_tokens\": N, \"tokens\": [...]} as the last stdout line\n"
+         "  --ignore-eos           do not stop at EOS: generate exactly --gen tokens\n";
+}
+
+CliArgs parse_args(const std::vector<std::string>& argv) {
+  CliArgs a;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    std::string flag = argv[i];
+    std::string inline_value;  // --flag=value
+    bool has_inline = false;
+    const size_t eq = flag.find('=');
+    if (flag.compare(0, 2, "--") == 0 && eq != std::string::npos) {
+      inline_value = flag.substr(eq + 1);
+      flag.resize(eq);
+      has_inline = true;
+    }
+    auto value = [&]() -> const std::string& {
+      if (has_inline) {
+        has_inline = false;
+        return inline_value;
+      }
+      if (i + 1 >= argv.size()) throw Error(flag + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      a.help = true;
+    } else if (flag == "--model") {
+      a.model = value();
+    } else if (flag == "--image") {
+      a.images.push_back(value());
+    } else if (flag == "--prompt") {
+      a.prompt = value();
+      a.has_prompt = true;
+    } else if (flag == "--ids") {
+      a.ids = parse_ids(value());
+      a.has_ids = true;
+    } else if (flag == "--pixel-values") {
+      a.pixel_files.push_back(value());
+    } else if (flag == "--gen") {
+      a.gen = static_cast<int>(parse_integer(flag, value(), 1, 1 << 30));
+    } else if (flag == "--threads") {
+      a.threads = static_cast<int>(parse_integer(flag, value(), 1, 1024));
+    } else if (flag == "--temperature") {
+      a.sampling.temperature = parse_float(flag, value());
+    } else if (flag == "--top-k") {
+      a.sampling.top_k = static_cast<int>(parse_integer(flag, value(), 0, 1 << 30));
+    } else if (flag == "--top-p") {
+      a.sampling.top_p = parse_float(flag, value());
+    } else if (flag == "--repetition-penalty") {
+      a.sampling.repetition_penalty = parse_float(flag, value());
+    } else if (flag == "--seed") {
+      a.sampling.seed = static_cast<uint64_t>(parse_integer(flag, value(), 0, 9223372036854775807LL));
+    } else if (flag == "--ignore-eos") {
+      a.ignore_eos = true;
+    } else if (flag == "--print-ids") {
+      a.print_ids = true;
+    } else if (flag == "--verbose") {
+      a.verbose = true;
+    } else {
+      throw Error("unknown argument \"" + flag + "\" (see --help)");
+    }
+    if (has_inline) throw Error(flag + " takes no value");
+  }
+  if (a.help) return a;
+  if (a.model.empty()) throw Error("--model DIR is required");
+  if (a.has_prompt == a.has_ids) throw Error("give exactly one of --prompt TEXT and --ids 1,2,3");
+  if (!a.images.empty()
+      && !a.pixel_files.empty()) throw Error("give images with --image or --pixel-values, not both");
+  return a;
+}
+
+}  // namespace pvl

@@ -1,0 +1,134 @@
+// penguin_vl_run's main flow: model, prompt, images, generation with streamed output (see cli.hpp).
+#include <cpu.h>
+
+#include <algorithm>
+
+#include <memory>
+#include <string>
+
+#include "pvl/cli.hpp"
+#include "pvl/error.hpp"
+#include "pvl/generate.hpp"
+#include "pvl/pixel_file.hpp"
+#include "pvl/prompt.hpp"
+
+#if PVL_HAVE_TOKENIZER
+#include "pvl/tokenizer.hpp"
+#endif
+#if PVL_HAVE_PREPROCESS
+#include "pvl/image.hpp"
+#include "pvl/image_processor.hpp"
+#endif
+
+namespace pvl {
+
+namespace {
+
+std::vector<PatchInput> load_images(const CliArgs& args, const ModelConfig& cfg) {
+  std::vector<PatchInput> out;
+  for (const std::string& path : args.pixel_files) out.push_back(read_pixel_file(path));
+  if (args.images.empty()) return out;
+#if PVL_HAVE_PREPROCESS
+  const ImageProcessorConfig proc = ImageProcessorConfig::from_json(cfg.image_processor);
+  for (const std::string& path : args.images) {
+    PixelValues pv = preprocess(load_image(path), proc);
+    PatchInput in;
+    in.grid_h = pv.grid_h;
+    in.grid_w = pv.grid_w;
+    in.patch_dim = pv.patch_dim;
+    in.data = std::move(pv.data);
+    out.push_back(std::move(in));
+  }
+  return out;
+#else
+  (void)cfg;
+  throw Error("this penguin_vl_run was built without runtime_cpp/preprocess: --image is unavailable "
+              "(use --pixel-values)");
+#endif
+}
+
+std::string ids_json(const std::vector<int>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
+  const double t_start = now_seconds();
+  const int threads = args.threads > 0 ? args.threads : std::max(1, ncnn::get_physical_big_cpu_count());
+  if (args.has_prompt && args.prompt.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw Error("the prompt is empty");
+  if (args.has_ids && args.ids.empty()) throw Error("--ids is empty");
+  Runtime runtime(args.model, threads);
+  const ModelConfig& cfg = runtime.config();
+#if PVL_HAVE_TOKENIZER
+  const Tokenizer tok = Tokenizer::load(cfg.tokenizer_json);
+#endif
+  double t0 = now_seconds();
+  const std::vector<PatchInput> images = load_images(args, cfg);
+  const double preprocess_seconds = now_seconds() - t0;
+
+  std::vector<int> ids;
+  if (args.has_ids) {
+    ids = args.ids;
+  } else {
+#if PVL_HAVE_TOKENIZER
+    std::vector<int> counts;
+    for (const PatchInput& img : images) counts.push_back(img.grid_h * img.grid_w);
+    ids = prompt_ids(tok, args.prompt, counts, cfg.image_token);
+#else
+    throw Error("this penguin_vl_run was built without runtime_cpp/tokenizer: --prompt is unavailable "
+                "(use --ids)");
+#endif
+  }
+
+  GenerateOptions options;
+  options.max_new_tokens = args.gen;
+  options.ignore_eos = args.ignore_eos;
+  options.sampling = args.sampling;
+#if PVL_HAVE_TOKENIZER
+  StreamDecoder stream(tok);
+#endif
+  auto on_token = [&](int id) {
+    if (!args.ignore_eos && cfg.is_eos(id)) return;  // the stop token is not part of the answer
+#if PVL_HAVE_TOKENIZER
+    const std::string text = stream.push(id);
+#else
+    const std::string text = " " + std::to_string(id);
+#endif
+    std::fwrite(text.data(), 1, text.size(), out);
+    std::fflush(out);
+  };
+  GenerateResult result = runtime.generate(ids, images, options, on_token);
+#if PVL_HAVE_TOKENIZER
+  const std::string tail = stream.finish();
+  std::fwrite(tail.data(), 1, tail.size(), out);
+#endif
+  std::fputc('\n', out);
+  if (args.print_ids) {
+    std::fprintf(out, "{\"prompt_tokens\": %d, \"tokens\": %s}\n", result.prompt_tokens,
+        ids_json(result.tokens).c_str());
+  }
+  std::fflush(out);
+  if (args.verbose) {
+    const int n = static_cast<int>(result.tokens.size());
+    std::fprintf(log, "model: %s, %d threads, embeddings from %s\n", cfg.folder.c_str(), threads,
+                 runtime.embedding_source().c_str());
+    std::fprintf(log, "load: %.3f s\n", runtime.load_seconds());
+    if (!images.empty()) std::fprintf(log, "preprocess: %.3f s (%zu images)\n", preprocess_seconds,
+        images.size());
+    if (!images.empty()) std::fprintf(log, "vision: %.3f s\n", result.vision_seconds);
+    std::fprintf(log, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", result.prompt_tokens,
+        result.prefill_seconds,
+                 result.prefill_seconds > 0 ? result.prompt_tokens / result.prefill_seconds : 0.0);
+    std::fprintf(log, "decode: %d tokens in %.3f s (%.1f tok/s)%s\n", n, result.decode_seconds,
+                 result.decode_seconds > 0 ? result.decode_steps / result.decode_seconds : 0.0,
+                 result.hit_context_limit && n > 0 ? " (stopped at the context limit)" : "");
+    std::fprintf(log, "total: %.3f s\n", now_seconds() - t_start);
+  }
+  return 0;
+}
+
+}  // namespace pvl

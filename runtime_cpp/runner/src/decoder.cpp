@@ -1,0 +1,71 @@
+// Decoder steps through SDPA's KV cache, and lm_head (see decoder.hpp).
+#include "pvl/decoder.hpp"
+
+#include "pvl/error.hpp"
+#include "pvl/rope.hpp"
+
+namespace pvl {
+
+Decoder::Decoder(const ModelConfig& cfg, int threads) : cfg_(cfg) {
+  decoder_.reset(new LoadedNet(cfg.net("decoder"), threads));
+  lm_head_.reset(new LoadedNet(cfg.net("lm_head"), threads));
+}
+
+std::vector<float> Decoder::logits(const float* hidden_row) const {
+  ncnn::Mat out = lm_head_->run(mat_2d(hidden_row, 1, cfg_.hidden_size));
+  const std::string what = lm_head_->files().param + " output";
+  if (out.dims == 1) out = out.reshape(out.w, 1);
+  if (out.dims != 2 || out.h != 1 || out.w < 1) throw Error(what + ": expected one row of logits");
+  return mat_rows(out, out.w, what);
+}
+
+KVSession::KVSession(const Decoder& decoder, int max_seqlen_hint)
+    : decoder_(decoder), max_seqlen_hint_(max_seqlen_hint) {}
+
+KVSession::~KVSession() {
+  caches_.clear();  // the Mats go back to the allocator before it is destroyed
+  allocator_.clear();
+}
+
+std::vector<float> KVSession::step(const std::vector<float>& hidden, int rows) {
+  const ModelConfig& cfg = decoder_.config();
+  const DecoderSettings& d = cfg.decoder;
+  const LoadedNet& net = decoder_.net();
+  if (rows < 1 || hidden.size() != static_cast<size_t>(rows) * static_cast<size_t>(cfg.hidden_size))
+    throw Error("decoder step: " + std::to_string(hidden.size()) + " values are not " + std::to_string(rows) +
+                " rows of hidden_size " + std::to_string(cfg.hidden_size));
+  const int start = position_;
+  RopeTables rope = text_rope_tables(start, rows, d.rope_head_dim, d.rope_theta, d.rope_full_width);
+  std::vector<float> mask = causal_mask(start, rows, d.mask_value);
+
+  std::vector<ncnn::Mat> grown(d.cache_inputs.size());
+  ncnn::Mat out;
+  {
+    ncnn::Extractor ex = net.extractor();
+    ex.set_kvcache_allocator(&allocator_);
+    if (max_seqlen_hint_ > 0) ex.set_kvcache_max_seqlen_hint(max_seqlen_hint_);
+    net.input(ex, d.hidden, mat_2d(hidden.data(), rows, cfg.hidden_size));
+    net.input(ex, d.mask, mat_2d(mask.data(), rows, start + rows));
+    net.input(ex, d.cos, mat_2d(rope.cos.data(), rope.rows, rope.width));
+    net.input(ex, d.sin, mat_2d(rope.sin.data(), rope.rows, rope.width));
+    for (size_t i = 0; i < d.cache_inputs.size(); ++i)
+      net.input(ex, d.cache_inputs[i], caches_.empty() ? ncnn::Mat() : caches_[i]);
+    out = net.extract(ex, d.output);
+    for (size_t i = 0; i < d.cache_outputs.size(); ++i) {
+      grown[i] = net.extract(ex, d.cache_outputs[i], 1);  // type 1: keep the opaque cache layout
+      if (grown[i].dims != 3 || grown[i].h != start + rows)
+        throw Error(net.files().param + ": cache \"" + d.cache_outputs[i] + "\" holds "
+            + std::to_string(grown[i].h) +
+                    " tokens, expected " + std::to_string(start + rows));
+    }
+  }
+  if (out.dims != 2 || out.h != rows || out.w != cfg.hidden_size)
+    throw Error(net.files().param + ": output \"" + d.output + "\" is not [" + std::to_string(rows) + ", " +
+                std::to_string(cfg.hidden_size) + "]");
+  caches_.swap(grown);
+  position_ += rows;
+  const float* last = out.row(rows - 1);
+  return std::vector<float>(last, last + cfg.hidden_size);
+}
+
+}  // namespace pvl

@@ -1,0 +1,105 @@
+// Embedding rows from the tied matrix in lm_head's .bin (memory-mapped) or from the embed net.
+#include "pvl/embeddings.hpp"
+
+#include <cstring>
+
+#include <mat.h>
+
+#include "pvl/error.hpp"
+
+namespace pvl {
+
+namespace {
+
+uint32_t expected_tag(const std::string& storage) {
+  if (storage == "fp16") return 0x01306B47u;
+  if (storage == "bf16") return 0x01348B83u;
+  return 0u;  // fp32
+}
+
+}  // namespace
+
+Embeddings::Embeddings(const ModelConfig& cfg, int threads, bool allow_map)
+    : hidden_(cfg.hidden_size), vocab_(cfg.vocab_size) {
+  const std::string& s = cfg.embedding.storage;
+  const bool readable = s == "fp32" || s == "raw" || s == "fp16" || s == "bf16";
+  if (!cfg.tied || !readable) {
+    if (cfg.tied && cfg.nets.count("embed") == 0)
+      throw Error(cfg.json_path + ": embedding_matrix.storage \"" + s +
+                  "\" cannot be read directly and there is no embed net");
+    net_.reset(new LoadedNet(cfg.net("embed"), threads));
+    return;
+  }
+  matrix_ = cfg.embedding;
+  elem_bytes_ = (s == "fp16" || s == "bf16") ? 2 : 4;
+  file_.reset(new MappedFile(matrix_.bin, allow_map));
+  if (s != "raw") {
+    if (matrix_.tag_offset + 4 != matrix_.offset)
+      throw Error(cfg.json_path + ": embedding_matrix.tag_offset must be 4 bytes before its offset");
+    if (matrix_.tag != expected_tag(s))
+      throw Error(cfg.json_path + ": embedding_matrix.tag " + std::to_string(matrix_.tag) + " is not the "
+          + s +
+                  " tag " + std::to_string(expected_tag(s)));
+    uint32_t tag = 0;
+    file_->read(matrix_.tag_offset, 4, &tag);
+    if (tag != matrix_.tag)
+      throw Error(matrix_.bin + ": the weight tag at byte " + std::to_string(matrix_.tag_offset) + " is " +
+                  std::to_string(tag) + ", not the " + s + " tag " + std::to_string(matrix_.tag) +
+                  " of model.json embedding_matrix");
+  }
+  const uint64_t need = matrix_.offset + static_cast<uint64_t>(matrix_.rows) * matrix_.cols * elem_bytes_;
+  if (need > file_->size())
+    throw Error(matrix_.bin + ": " + std::to_string(file_->size())
+        + " bytes, but model.json embedding_matrix (" +
+                std::to_string(matrix_.rows) + "x" + std::to_string(matrix_.cols) + " " + s + " at byte " +
+                std::to_string(matrix_.offset) + ") needs " + std::to_string(need));
+}
+
+std::string Embeddings::source() const {
+  if (net_) return "embed net " + net_->files().bin;
+  return matrix_.bin + (file_->mapped() ? " (memory-mapped)" : " (read by rows)");
+}
+
+void Embeddings::matrix_row(int id, float* out) const {
+  const size_t n = static_cast<size_t>(matrix_.cols);
+  const uint64_t at = matrix_.offset + static_cast<uint64_t>(id) * n * elem_bytes_;
+  if (elem_bytes_ == 4) {
+    file_->read(at, n * 4, out);
+    return;
+  }
+  std::vector<unsigned short> half(n);
+  file_->read(at, n * 2, half.data());
+  const bool bf16 = matrix_.storage == "bf16";
+  for (size_t i = 0; i < n; ++i) out[i] = bf16 ? ncnn::bfloat16_to_float32(half[i])
+      : ncnn::float16_to_float32(half[i]);
+}
+
+std::vector<float> Embeddings::rows(const std::vector<int>& ids, int skip_id) const {
+  const size_t h = static_cast<size_t>(hidden_);
+  std::vector<float> out(ids.size() * h, 0.0f);
+  const int64_t limit = net_ ? vocab_ : matrix_.rows;
+  for (int id : ids) {
+    if (id != skip_id && (id < 0 || id >= limit))
+      throw Error("token id " + std::to_string(id) + " is outside the embedding table ("
+          + std::to_string(limit) +
+                  " rows)");
+  }
+  if (net_) {
+    ncnn::Mat in(static_cast<int>(ids.size()), static_cast<size_t>(4u));
+    int* p = static_cast<int*>(in.data);
+    for (size_t i = 0; i < ids.size(); ++i) p[i] = ids[i] == skip_id ? 0 : ids[i];
+    ncnn::Mat m = net_->run(in);
+    if (m.dims == 1 && ids.size() == 1) m = m.reshape(m.w, 1);
+    std::vector<float> got = mat_rows(m, hidden_, net_->files().param + " output");
+    if (got.size() != out.size()) throw Error(net_->files().param
+        + ": the embed net returned the wrong row count");
+    return got;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == skip_id) continue;
+    matrix_row(ids[i], &out[i * h]);
+  }
+  return out;
+}
+
+}  // namespace pvl

@@ -1,0 +1,231 @@
+// Reads and checks model.json (see model_config.hpp).
+#include "pvl/model_config.hpp"
+
+#include <algorithm>
+
+#include "pvl/error.hpp"
+#include "pvl/files.hpp"
+#include "pvl/json_access.hpp"
+
+namespace pvl {
+
+namespace {
+
+const char* const kNetNames[] = {"vision_embed_patch", "vision_encoder", "vision_projector",
+                                 "embed",              "decoder",        "lm_head"};
+
+int positive_int(const JsonDoc& doc, const std::string& key, int64_t limit = 1LL << 31) {
+  int64_t v = doc.integer(key);
+  if (v < 1 || v >= limit) doc.fail(key, "must be a positive integer, not " + std::to_string(v));
+  return static_cast<int>(v);
+}
+
+double positive_number(const JsonDoc& doc, const std::string& key) {
+  double v = doc.number(key);
+  if (!(v > 0.0)) doc.fail(key, "must be a positive number");
+  return v;
+}
+
+std::string existing_file(const ModelConfig& cfg, const JsonDoc& doc, const std::string& key) {
+  std::string rel = doc.str(key);
+  if (rel.empty()) doc.fail(key, "is an empty file name");
+  std::string path = join_path(cfg.folder, rel);
+  if (!is_regular_file(path)) throw Error(path + ": no such file (named by " + doc.file() + " \"" + key
+      + "\")");
+  return path;
+}
+
+bool table_width(const JsonDoc& doc, const std::string& key) {
+  std::string w = doc.str(key);
+  if (w != "full" && w != "half") doc.fail(key, "must be \"full\" or \"half\", not \"" + w + "\"");
+  return w == "full";
+}
+
+void read_nets(ModelConfig& cfg, const JsonDoc& doc) {
+  const nlohmann::json& nets = doc.at("nets");
+  if (!nets.is_object()) doc.fail("nets", "must be an object");
+  for (const char* name : kNetNames) {
+    std::string key = std::string("nets.") + name;
+    if (!doc.has(key)) continue;  // which nets are needed is decided by the caller (net())
+    NetFiles files;
+    files.name = name;
+    files.param = existing_file(cfg, doc, key + ".param");
+    files.bin = existing_file(cfg, doc, key + ".bin");
+    files.inputs = doc.strings(key + ".inputs");
+    files.outputs = doc.strings(key + ".outputs");
+    if (files.inputs.empty() || files.outputs.empty()) doc.fail(key, "needs at least one input and output");
+    cfg.nets[name] = files;
+  }
+  for (const char* name : {"decoder", "lm_head", "vision_embed_patch", "vision_encoder",
+      "vision_projector"}) {
+    if (cfg.nets.count(name) == 0) doc.fail(std::string("nets.") + name, "is missing");
+  }
+}
+
+void read_vision(ModelConfig& cfg, const JsonDoc& doc) {
+  VisionSettings& v = cfg.vision;
+  v.hidden = doc.str("vision.hidden");
+  v.cos = doc.str("vision.cos");
+  v.sin = doc.str("vision.sin");
+  v.output = doc.str("vision.output");
+  v.layers = positive_int(doc, "vision.layers");
+  v.rope_theta = positive_number(doc, "vision.rope.theta");
+  v.rope_head_dim = positive_int(doc, "vision.rope.head_dim");
+  if (v.rope_head_dim % 2 != 0) doc.fail("vision.rope.head_dim", "must be even");
+  std::string layout = doc.str("vision.rope.layout");
+  if (layout != "row-col-halves") doc.fail("vision.rope.layout", "must be \"row-col-halves\", not \""
+      + layout + "\"");
+  v.rope_full_width = table_width(doc, "vision.rope.table_width");
+  if (!v.rope_full_width) doc.fail("vision.rope.table_width",
+      "must be \"full\": a half-width table drops the column angle");
+  v.rope_lowered = doc.boolean("vision.rope.lowered");
+  v.patch_size = positive_int(doc, "vision.patch_size");
+  v.merge_size = positive_int(doc, "vision.merge_size");
+  if (v.merge_size != 1) doc.fail("vision.merge_size", "must be 1 for images");
+  const NetFiles& enc = cfg.net("vision_encoder");
+  for (const std::string* blob : {&v.hidden, &v.cos, &v.sin}) {
+    if (std::find(enc.inputs.begin(), enc.inputs.end(), *blob) == enc.inputs.end())
+      doc.fail("vision", "names blob \"" + *blob + "\", not an input of nets.vision_encoder");
+  }
+  if (std::find(enc.outputs.begin(), enc.outputs.end(), v.output) == enc.outputs.end())
+    doc.fail("vision.output", "names blob \"" + v.output + "\", not an output of nets.vision_encoder");
+  cfg.image_processor = doc.at("image_processor");
+  if (!cfg.image_processor.is_object()) doc.fail("image_processor", "must be an object");
+}
+
+void read_decoder(ModelConfig& cfg, const JsonDoc& doc) {
+  DecoderSettings& d = cfg.decoder;
+  d.hidden = doc.str("decoder.hidden");
+  d.mask = doc.str("decoder.mask");
+  d.cos = doc.str("decoder.cos");
+  d.sin = doc.str("decoder.sin");
+  d.output = doc.str("decoder.output");
+  d.cache_inputs = doc.strings("decoder.cache_inputs");
+  d.cache_outputs = doc.strings("decoder.cache_outputs");
+  if (d.cache_inputs.size() != d.cache_outputs.size() || d.cache_inputs.empty())
+    doc.fail("decoder.cache_outputs", "must pair with decoder.cache_inputs (same non-zero count)");
+  d.mask_value = static_cast<float>(doc.number("decoder.mask_value"));
+  if (!(d.mask_value < 0.0f)) doc.fail("decoder.mask_value", "must be a large negative number");
+  d.rope_theta = positive_number(doc, "decoder.rope.theta");
+  d.rope_head_dim = positive_int(doc, "decoder.rope.head_dim");
+  if (d.rope_head_dim % 2 != 0) doc.fail("decoder.rope.head_dim", "must be even");
+  d.rope_full_width = table_width(doc, "decoder.rope.table_width");
+  const NetFiles& dec = cfg.net("decoder");
+  std::vector<std::string> ins = {d.hidden, d.mask, d.cos, d.sin};
+  ins.insert(ins.end(), d.cache_inputs.begin(), d.cache_inputs.end());
+  for (const auto& blob : ins) {
+    if (std::find(dec.inputs.begin(), dec.inputs.end(), blob) == dec.inputs.end())
+      doc.fail("decoder", "names blob \"" + blob + "\", not an input of nets.decoder");
+  }
+  std::vector<std::string> outs = d.cache_outputs;
+  outs.push_back(d.output);
+  for (const auto& blob : outs) {
+    if (std::find(dec.outputs.begin(), dec.outputs.end(), blob) == dec.outputs.end())
+      doc.fail("decoder", "names blob \"" + blob + "\", not an output of nets.decoder");
+  }
+}
+
+void read_embedding(ModelConfig& cfg, const JsonDoc& doc) {
+  cfg.tied = doc.boolean("tie_word_embeddings");
+  if (!cfg.tied) {
+    if (cfg.nets.count("embed") == 0) doc.fail("nets.embed",
+        "is missing (untied embeddings need the embed net)");
+    return;
+  }
+  EmbeddingMatrix& e = cfg.embedding;
+  e.bin = existing_file(cfg, doc, "embedding_matrix.bin");
+  int64_t off = doc.integer("embedding_matrix.offset");
+  int64_t tag_off = doc.integer("embedding_matrix.tag_offset");
+  e.storage = doc.str("embedding_matrix.storage");
+  const bool untagged = e.storage == "raw" || e.storage == "bytes";
+  int64_t tag = untagged ? 0 : doc.integer("embedding_matrix.tag");
+  if (off < 0) doc.fail("embedding_matrix.offset", "must not be negative");
+  if (tag_off < 0) doc.fail("embedding_matrix.tag_offset", "must not be negative");
+  if (tag < 0 || tag > 0xFFFFFFFFLL) doc.fail("embedding_matrix.tag", "must be a 32-bit tag");
+  e.offset = static_cast<uint64_t>(off);
+  e.tag_offset = static_cast<uint64_t>(tag_off);
+  e.tag = static_cast<uint32_t>(tag);
+  std::vector<int64_t> shape = doc.integers("embedding_matrix.shape");
+  if (shape.size() != 2 || shape[0] < 1 || shape[1] < 1)
+    doc.fail("embedding_matrix.shape", "must be [rows, columns] with positive sizes");
+  e.rows = shape[0];
+  e.cols = shape[1];
+  if (e.cols != cfg.hidden_size)
+    doc.fail("embedding_matrix.shape", "has " + std::to_string(e.cols) + " columns but hidden_size is " +
+                                           std::to_string(cfg.hidden_size));
+  if (e.rows < cfg.vocab_size)
+    doc.fail("embedding_matrix.shape", "has " + std::to_string(e.rows) + " rows but vocab_size is " +
+                                           std::to_string(cfg.vocab_size));
+}
+
+int64_t tokenizer_max_length(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& err) {
+    throw Error(path + ": not valid JSON: " + err.what());
+  }
+  auto it = j.find("model_max_length");
+  if (it == j.end() || !it->is_number_integer()) return 0;  // HF writes a 1e30 float when unset
+  int64_t v = it->get<int64_t>();
+  return v > 0 && v < (1LL << 40) ? v : 0;
+}
+
+}  // namespace
+
+const NetFiles& ModelConfig::net(const std::string& name) const {
+  auto it = nets.find(name);
+  if (it == nets.end()) throw Error(json_path + ": entry \"nets." + name + "\" is missing");
+  return it->second;
+}
+
+bool ModelConfig::is_eos(int id) const {
+  return std::find(eos_tokens.begin(), eos_tokens.end(), id) != eos_tokens.end();
+}
+
+ModelConfig ModelConfig::load(const std::string& folder) {
+  ModelConfig cfg;
+  cfg.folder = folder;
+  cfg.json_path = join_path(folder, "model.json");
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(read_file(cfg.json_path));
+  } catch (const nlohmann::json::exception& err) {
+    throw Error(cfg.json_path + ": not valid JSON: " + err.what());
+  }
+  if (!root.is_object()) throw Error(cfg.json_path + ": not a JSON object");
+  JsonDoc doc(root, cfg.json_path);
+  std::string format = doc.str("format");
+  if (format != "gsurg-penguin-vl") doc.fail("format", "is \"" + format + "\", not \"gsurg-penguin-vl\"");
+  if (doc.integer("version") != 1) doc.fail("version", "is not 1 (this runtime reads version 1)");
+  cfg.hidden_size = positive_int(doc, "hidden_size");
+  cfg.num_layers = positive_int(doc, "num_layers");
+  cfg.vocab_size = positive_int(doc, "vocab_size");
+  read_nets(cfg, doc);
+  read_vision(cfg, doc);
+  read_decoder(cfg, doc);
+  if (cfg.decoder.cache_inputs.size() != 2 * static_cast<size_t>(cfg.num_layers))
+    doc.fail("decoder.cache_inputs", "must hold a k and a v cache per layer (num_layers " +
+                                         std::to_string(cfg.num_layers) + ")");
+  int64_t image = doc.integer("tokens.image");
+  if (image < 0 || image >= cfg.vocab_size) doc.fail("tokens.image", "is not an id below vocab_size");
+  cfg.image_token = static_cast<int>(image);
+  for (int64_t e : doc.integers("tokens.eos")) {
+    if (e < 0 || e >= cfg.vocab_size) doc.fail("tokens.eos", "holds " + std::to_string(e)
+        + ", not an id below vocab_size");
+    cfg.eos_tokens.push_back(static_cast<int>(e));
+  }
+  if (cfg.eos_tokens.empty()) doc.fail("tokens.eos", "is an empty list");
+  cfg.tokenizer_json = existing_file(cfg, doc, "tokenizer.json");
+  cfg.tokenizer_config = existing_file(cfg, doc, "tokenizer.config");
+  read_embedding(cfg, doc);
+  if (doc.has("max_positions")) {
+    cfg.max_positions = doc.integer("max_positions");
+    if (cfg.max_positions < 1) doc.fail("max_positions", "must be a positive integer");
+  } else {
+    cfg.max_positions = tokenizer_max_length(cfg.tokenizer_config);
+  }
+  return cfg;
+}
+
+}  // namespace pvl

@@ -1,0 +1,130 @@
+// Loading and running one ncnn net with exact fp32 options and interface checks (see nets.hpp).
+#include "pvl/nets.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include <datareader.h>
+
+#include "pvl/error.hpp"
+#include "pvl/files.hpp"
+
+namespace pvl {
+
+namespace {
+
+// Counts the bytes ncnn reads from the .bin, so a .bin longer than its .param needs is caught.
+class CountingReader : public ncnn::DataReaderFromStdio {
+ public:
+  explicit CountingReader(FILE* fp) : ncnn::DataReaderFromStdio(fp) {}
+  size_t read(void* buf, size_t size) const override {
+    size_t n = ncnn::DataReaderFromStdio::read(buf, size);
+    consumed += n;
+    return n;
+  }
+  mutable size_t consumed = 0;
+};
+
+using FilePtr = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+FilePtr open_or_throw(const std::string& path) {
+  FilePtr f(fopen_utf8(path, "rb"), &std::fclose);
+  if (!f) throw Error(path + ": cannot open: " + std::strerror(errno));
+  return f;
+}
+
+uint64_t file_size(std::FILE* f) {
+#ifdef _WIN32
+  _fseeki64(f, 0, SEEK_END);
+  uint64_t size = static_cast<uint64_t>(_ftelli64(f));
+  _fseeki64(f, 0, SEEK_SET);
+#else
+  fseeko(f, 0, SEEK_END);
+  uint64_t size = static_cast<uint64_t>(ftello(f));
+  fseeko(f, 0, SEEK_SET);
+#endif
+  return size;
+}
+
+bool contains(const std::vector<const char*>& names, const std::string& name) {
+  return std::any_of(names.begin(), names.end(), [&](const char* n) { return name == n; });
+}
+
+}  // namespace
+
+LoadedNet::LoadedNet(const NetFiles& files, int threads) : files_(files), net_(new ncnn::Net) {
+  ncnn::Option& opt = net_->opt;
+  opt.use_fp16_storage = false;
+  opt.use_fp16_packed = false;
+  opt.use_fp16_arithmetic = false;
+  opt.use_bf16_storage = false;
+  opt.use_bf16_packed = false;
+  opt.use_packing_layout = false;
+  opt.use_vulkan_compute = false;
+  opt.num_threads = std::max(1, threads);
+  {
+    FilePtr f = open_or_throw(files.param);
+    if (net_->load_param(f.get()) != 0) throw Error(files.param + ": ncnn cannot parse this .param");
+  }
+  for (const auto& blob : files.inputs) {
+    if (!contains(net_->input_names(), blob))
+      throw Error(files.param + ": no input blob \"" + blob + "\" (model.json nets." + files.name
+          + ".inputs)");
+  }
+  for (const auto& blob : files.outputs) {
+    if (!contains(net_->output_names(), blob))
+      throw Error(files.param + ": no output blob \"" + blob + "\" (model.json nets." + files.name
+          + ".outputs)");
+  }
+  FilePtr f = open_or_throw(files.bin);
+  uint64_t size = file_size(f.get());
+  CountingReader reader(f.get());
+  if (net_->load_model(reader) != 0)
+    throw Error(files.bin + ": too short or malformed for " + files.param
+        + " (ncnn could not load its weights)");
+  if (reader.consumed != size)
+    throw Error(files.bin + ": " + files.param + " reads " + std::to_string(reader.consumed) + " of its " +
+                std::to_string(size) + " bytes: the .bin does not belong to this .param");
+}
+
+void LoadedNet::input(ncnn::Extractor& ex, const std::string& blob, const ncnn::Mat& mat) const {
+  if (ex.input(blob.c_str(), mat) != 0) throw Error(files_.param + ": cannot feed input blob \"" + blob
+      + "\"");
+}
+
+ncnn::Mat LoadedNet::extract(ncnn::Extractor& ex, const std::string& blob, int type) const {
+  ncnn::Mat out;
+  int ret = ex.extract(blob.c_str(), out, type);
+  if (ret != 0 || out.empty())
+    throw Error(files_.param + ": ncnn failed computing blob \"" + blob + "\" (returned "
+        + std::to_string(ret) + ")");
+  return out;
+}
+
+ncnn::Mat LoadedNet::run(const ncnn::Mat& in) const {
+  ncnn::Extractor ex = extractor();
+  input(ex, files_.inputs[0], in);
+  return extract(ex, files_.outputs[0]);
+}
+
+ncnn::Mat mat_2d(const float* data, int rows, int cols) {
+  ncnn::Mat m(cols, rows, static_cast<size_t>(4u));
+  if (m.empty()) throw Error("out of memory allocating a " + std::to_string(rows) + "x"
+      + std::to_string(cols) + " matrix");
+  for (int r = 0; r < rows; ++r)
+    std::memcpy(m.row(r), data + static_cast<size_t>(r) * cols, sizeof(float) * static_cast<size_t>(cols));
+  return m;
+}
+
+std::vector<float> mat_rows(const ncnn::Mat& m, int expected_cols, const std::string& what) {
+  if (m.dims != 2 || m.elemsize != 4 || m.elempack != 1 || m.w != expected_cols)
+    throw Error(what + ": expected a [rows, " + std::to_string(expected_cols) + "] float matrix, got dims " +
+                std::to_string(m.dims) + " w " + std::to_string(m.w) + " h " + std::to_string(m.h));
+  std::vector<float> out(static_cast<size_t>(m.h) * m.w);
+  for (int r = 0; r < m.h; ++r)
+    std::memcpy(&out[static_cast<size_t>(r) * m.w], m.row(r), sizeof(float) * static_cast<size_t>(m.w));
+  return out;
+}
+
+}  // namespace pvl

@@ -1,0 +1,41 @@
+# ctest checks of penguin_vl_run (runtime_cpp/tests/check_generate.py): the tiny model is converted once
+# (fixture runner_model), then greedy tokens are compared with the PyTorch reference, sampling is checked
+# for determinism, and bad inputs must give exit code 2 and a message naming the culprit.
+# PVL_PYTHON: a Python with torch, tokenizers, Pillow and the repository's requirements;
+# PVL_TEST_WRAPPER: a command the built program runs under (e.g. wine for the mingw build), empty natively.
+if(NOT DEFINED PVL_PYTHON)  # normally set by the top-level CMakeLists
+  find_package(Python3 COMPONENTS Interpreter)
+  set(_pvl_python_default "")
+  if(Python3_FOUND)
+    set(_pvl_python_default "${Python3_EXECUTABLE}")
+  endif()
+  set(PVL_PYTHON "${_pvl_python_default}" CACHE FILEPATH "Python that runs the parity checks")
+endif()
+set(PVL_TEST_WRAPPER "" CACHE STRING "Command the built programs run under in tests (e.g. wine)")
+
+if(NOT PVL_PYTHON)
+  message(WARNING "runner: no Python found (set PVL_PYTHON): the runner parity tests are not registered")
+  return()
+endif()
+
+set(_pvl_check ${CMAKE_CURRENT_SOURCE_DIR}/../tests/check_generate.py)
+set(_pvl_model ${CMAKE_BINARY_DIR}/pvl_model)
+set(_pvl_run_args --runner $<TARGET_FILE:penguin_vl_run> --model ${_pvl_model})
+if(PVL_TEST_WRAPPER)
+  list(APPEND _pvl_run_args --wrapper "${PVL_TEST_WRAPPER}")
+endif()
+if(PVL_RUNNER_HAS_TOKENIZER)
+  list(APPEND _pvl_run_args --with-tokenizer)
+endif()
+if(PVL_RUNNER_HAS_PREPROCESS)
+  list(APPEND _pvl_run_args --with-preprocess)
+endif()
+
+add_test(NAME runner_convert_model COMMAND ${PVL_PYTHON} ${_pvl_check} convert --out ${_pvl_model})
+set_tests_properties(runner_convert_model PROPERTIES FIXTURES_SETUP runner_model TIMEOUT 600)
+
+foreach(mode greedy sampling bad-input)
+  string(REPLACE "-" "_" _name "runner_${mode}")
+  add_test(NAME ${_name} COMMAND ${PVL_PYTHON} ${_pvl_check} ${mode} ${_pvl_run_args})
+  set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED runner_model TIMEOUT 900)
+endforeach()

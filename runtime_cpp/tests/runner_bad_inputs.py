@@ -1,0 +1,187 @@
+"""Bad inputs to penguin_vl_run: each must end with exit code 2 and a last stderr line
+``penguin_vl_run: error: ...`` that names the culprit (a file, blob, model.json key, flag or value), never a
+crash or a traceback. Broken model folders are made by copying the converted one and damaging the copy.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner_harness import CORPUS_IMAGES, CheckFailed, Runner
+
+Damage = Callable[[Path], None]
+
+
+@dataclass(frozen=True)
+class BadCase:
+    label: str
+    args: list[str]  # after --model; "{tmp}" is replaced by the scratch folder
+    expect: str  # a substring the error line must contain; "{tmp}" / "{model}" replaced
+    damage: Damage | None = None  # applied to a copy of the model folder, which the case then uses
+
+
+def _edit_json(edit: Callable[[dict[str, Any]], None]) -> Damage:
+    def apply(folder: Path) -> None:
+        path = folder / "model.json"
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        edit(doc)
+        path.write_text(json.dumps(doc), encoding="utf-8")
+
+    return apply
+
+
+def _drop(*keys: str) -> Damage:
+    def edit(doc: dict[str, Any]) -> None:
+        node = doc
+        for key in keys[:-1]:
+            node = node[key]
+        del node[keys[-1]]
+
+    return _edit_json(edit)
+
+
+def _set(value: Any, *keys: str) -> Damage:
+    def edit(doc: dict[str, Any]) -> None:
+        node = doc
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+
+    return _edit_json(edit)
+
+
+def _truncate(name: str, nbytes: int) -> Damage:
+    def apply(folder: Path) -> None:
+        path = folder / name
+        data = path.read_bytes()
+        path.write_bytes(data[:-nbytes] if nbytes > 0 else data + b"\0" * -nbytes)
+
+    return apply
+
+
+def _remove(name: str) -> Damage:
+    def apply(folder: Path) -> None:
+        (folder / name).unlink()
+
+    return apply
+
+
+def _write(name: str, text: str) -> Damage:
+    def apply(folder: Path) -> None:
+        (folder / name).write_text(text, encoding="utf-8")
+
+    return apply
+
+
+def _shift_embedding(nbytes: int) -> Damage:
+    """The matrix (tag and values) recorded ``nbytes`` further on in lm_head's .bin."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["embedding_matrix"]["offset"] += nbytes
+        doc["embedding_matrix"]["tag_offset"] += nbytes
+
+    return _edit_json(edit)
+
+
+TEXT = ["--prompt", "Describe the image.", "--gen", "4"]
+
+
+def cases(runner: Runner) -> list[BadCase]:
+    # Without the tokenizer the prompt is given as ids (plain byte-level tokens of any vocabulary); the
+    # image id comes from the model's own model.json.
+    text = TEXT if runner.tokenizer else ["--ids", "100,200,300", "--gen", "4"]
+    image_id = json.loads((runner.model / "model.json").read_text(encoding="utf-8"))["tokens"]["image"]
+    image_flag = "--image" if runner.preprocess else "--pixel-values"
+    out = [
+        BadCase("no model folder", [*text], "{tmp}/absent/model.json"),
+        BadCase("model.json not JSON", text, "model.json: not valid JSON", _write("model.json", "{nets: ")),
+        BadCase("model.json key missing", text, "decoder.rope.theta", _drop("decoder", "rope", "theta")),
+        BadCase("model.json key mistyped", text, "num_layers", _set("two", "num_layers")),
+        BadCase("net file missing", text, "decoder.ncnn.bin: no such file", _remove("decoder.ncnn.bin")),
+        BadCase("lm_head .bin truncated", text, "lm_head.ncnn.bin", _truncate("lm_head.ncnn.bin", 64)),
+        BadCase("decoder .bin too long", text, "does not belong", _truncate("decoder.ncnn.bin", -16)),
+        BadCase(
+            "decoder net with other blobs",
+            text,
+            '"in3"',
+            _set("vision_encoder.ncnn.param", "nets", "decoder", "param"),
+        ),
+        BadCase(
+            "vision encoder .bin of another net",
+            [*text[:-2], image_flag, "{image}", "--gen", "4"],
+            "vision_encoder.ncnn.param",
+            _set("vision_projector.ncnn.bin", "nets", "vision_encoder", "bin"),
+        ),
+        BadCase(
+            "embedding offset past the end",
+            text,
+            "lm_head.ncnn.bin",
+            _shift_embedding(10**9),
+        ),
+        BadCase(
+            "embedding tag inconsistent", text, "embedding_matrix.tag", _set(1, "embedding_matrix", "tag")
+        ),
+        BadCase("embedding offset off by 4", text, "weight tag at byte 4", _shift_embedding(4)),
+        BadCase("image id outside the vocabulary", text, "tokens.image", _set(10**6, "tokens", "image")),
+        BadCase("prompt longer than the context", text, "context", _set(2, "max_positions")),
+        BadCase("unreadable image", [*text[:-2], image_flag, "{tmp}/not_an_image.png"], "not_an_image.png"),
+        BadCase("missing image", [*text[:-2], image_flag, "{tmp}/absent.png"], "absent.png"),
+        BadCase("unknown flag", [*text, "--temprature", "1"], "--temprature"),
+        BadCase("malformed number", [*text[:-1], "many"], "--gen"),
+        BadCase("bad top-p", [*text, "--temperature", "1", "--top-p", "1.5"], "--top-p"),
+        BadCase("no prompt", ["--gen", "4"], "--prompt"),
+        BadCase("image tokens without images", ["--ids", f"100,{image_id},{image_id},200"], "image tokens"),
+    ]
+    if runner.tokenizer:
+        out += [
+            BadCase("empty prompt", ["--prompt", ""], "empty"),
+            BadCase("blank prompt", ["--prompt", " \n "], "empty"),
+            BadCase("tokenizer.json missing", TEXT, "tokenizer.json", _remove("tokenizer.json")),
+        ]
+    return out
+
+
+def bad_inputs(runner: Runner) -> list[str]:
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="pvl-bad-") as tmp_name:
+        tmp = Path(tmp_name)
+        (tmp / "not_an_image.png").write_bytes(b"this is not an image\n")
+        image = sorted(CORPUS_IMAGES.iterdir())[0] if CORPUS_IMAGES.is_dir() else None
+        for i, case in enumerate(cases(runner)):
+            model = runner.model
+            if case.damage is not None:
+                model = tmp / f"model{i}"
+                shutil.copytree(runner.model, model)
+                case.damage(model)
+            if case.label == "no model folder":
+                model = tmp / "absent"
+            args = [a.replace("{tmp}", str(tmp)) for a in case.args]
+            if "{image}" in args:
+                if image is None or not runner.preprocess:
+                    print(f"skip {case.label}: needs a corpus image and --image")
+                    continue
+                args = [str(image) if a == "{image}" else a for a in args]
+            try:
+                check(runner, case, model, args, tmp)
+            except CheckFailed as err:
+                print(f"FAIL {case.label}: {err}", flush=True)
+                failures.append(case.label)
+    return failures
+
+
+def check(runner: Runner, case: BadCase, model: Path, args: list[str], tmp: Path) -> None:
+    result = runner.run(args, model=model, timeout=120)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    expect = case.expect.replace("{tmp}", str(tmp))
+    if result.code != 2:
+        raise CheckFailed(f"exit code {result.code}, expected 2; stderr: {result.stderr.strip()!r}")
+    if not last.startswith("penguin_vl_run: error: ") or expect not in last:
+        raise CheckFailed(f"the error line {last!r} does not name {expect!r}")
+    print(f"ok   {case.label}: {last}", flush=True)
