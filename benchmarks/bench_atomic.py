@@ -13,6 +13,7 @@ each repetition; figures are medians.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import statistics
@@ -106,8 +107,8 @@ def main() -> int:
             gsurg_write(group_dir, files)
             t_plain, t_group = median_times(
                 [
-                    lambda f=files, d=plain_dir: plain_write(d, f),
-                    lambda f=files, d=group_dir: gsurg_write(d, f),
+                    functools.partial(plain_write, plain_dir, files),
+                    functools.partial(gsurg_write, group_dir, files),
                 ],
                 repeat,
             )

@@ -197,7 +197,7 @@ def main() -> int:
                     print(f"unmodified {model} does not run in ncnn: {baselines[model]}", file=sys.stderr)
                     return 1
         for fault in FAULTS:
-            results = []
+            results: list[dict[str, Any]] = []
             for model in MODELS:
                 folder = root / fault.inject.__name__ / model
                 param, weights, injected = write_fault(fault, load_model(model), folder)

@@ -48,7 +48,7 @@ def child_reemit(param: str, bin_path: str, out: str) -> None:
         return wrapper
 
     os.fsync = hook(os.fsync, "fsync_s")
-    model_bin.walk_records = hook(model_bin.walk_records, "rewalk_s")  # type: ignore[assignment]
+    model_bin.walk_records = hook(model_bin.walk_records, "rewalk_s")
     t_write, plan = timed(lambda: model_bin.write_bin(graph, out))
     emit_result(
         {

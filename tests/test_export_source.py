@@ -114,13 +114,20 @@ def test_call_source_names_the_source_when_it_fails_or_returns_the_wrong_thing()
     def gsurg_error(variables: Any, checkpoint: Any) -> Any:
         raise ExportError("its own message")
 
+    # sources that break the contract (typed Any, like a user's untyped build function)
+    def returns_a_dict(variables: Any, checkpoint: Any) -> Any:
+        return {}
+
+    def returns_an_int_list(variables: Any, checkpoint: Any) -> Any:
+        return [1]
+
     with pytest.raises(ExportError, match=r"^export source 'f.py:build' failed: KeyError: 'hidden'$"):
         call_source(raises, "f.py:build", {}, None)
     with pytest.raises(GsurgError, match=r"^its own message$"):
         call_source(gsurg_error, "f.py:build", {}, None)
     with pytest.raises(ExportError, match="returned a dict, not a list of ExportSpec"):
-        call_source(lambda v, c: {}, "f.py:build", {}, None)
+        call_source(returns_a_dict, "f.py:build", {}, None)
     with pytest.raises(ExportError, match="returned a int where an ExportSpec belongs"):
-        call_source(lambda v, c: [1], "f.py:build", {}, None)
+        call_source(returns_an_int_list, "f.py:build", {}, None)
     spec = ExportSpec("lin", torch.nn.Linear(2, 2).eval(), (torch.zeros(1, 2),))
     assert call_source(lambda v, c: [spec], "f.py:build", {}, None) == (spec,)

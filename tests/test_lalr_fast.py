@@ -204,4 +204,5 @@ def test_offsets_become_lark_s_line_and_column_in_any_order(
     rnd.shuffle(tokens)
     rep = Reporter(text)
     for tok in tokens:
+        assert tok.start_pos is not None, (tok, text)  # lark sets it on every token its lexer makes
         assert rep.where(tok.start_pos) == (tok.line, tok.column), (tok, text)

@@ -44,7 +44,7 @@ KNOWN_MISSES: dict[str, str] = {}
 
 
 def _cases() -> list[object]:
-    cases = []
+    cases: list[object] = []
     for fault in FAULTS:
         reason = KNOWN_MISSES.get(fault.inject.__name__)
         marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []

@@ -120,7 +120,7 @@ def _edit_json(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
     path.write_text(json.dumps(raw))
 
 
-def _rewrite_weights(folder: Path, change: Callable[[dict[str, np.ndarray]], None]) -> None:
+def _rewrite_weights(folder: Path, change: Callable[[dict[str, np.ndarray]], object]) -> None:
     tensors = load_file(str(folder / SINGLE_FILE))
     change(tensors)
     save_file(tensors, str(folder / SINGLE_FILE))
@@ -137,7 +137,8 @@ def _set_vision(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
 PATCH = "model.vision_encoder.vision_encoder.embeddings.patch_embedding.weight"
 Q0 = "model.layers.0.self_attn.q_proj.weight"
 
-BROKEN: dict[str, tuple[Callable[[Path], None], list[str]]] = {
+# each breaks the folder it is given (what it returns is ignored)
+BROKEN: dict[str, tuple[Callable[[Path], object], list[str]]] = {
     "no config.json": (lambda f: (f / "config.json").unlink(), ["config.json", "no such file"]),
     "config.json not JSON": (
         lambda f: (f / "config.json").write_text("{"),

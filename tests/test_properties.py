@@ -199,10 +199,10 @@ def raw_form(param: Param) -> tuple[str, bytes | str]:
         return "scalar", struct.pack("<i", value)
     if kind is ValueType.FLOAT:
         return "scalar", struct.pack("<f", value)
-    if kind is ValueType.INT_ARRAY:
-        return "array", struct.pack(f"<{len(value)}i", *value)  # type: ignore[arg-type]
-    if kind is ValueType.FLOAT_ARRAY:
-        return "array", struct.pack(f"<{len(value)}f", *value)  # type: ignore[arg-type]
+    if kind.is_array:
+        assert isinstance(value, tuple), param  # Param holds arrays as tuples
+        code = "f" if kind is ValueType.FLOAT_ARRAY else "i"
+        return "array", struct.pack(f"<{len(value)}{code}", *value)
     return "string", str(value)
 
 

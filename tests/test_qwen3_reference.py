@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pytest
@@ -24,7 +24,14 @@ from safetensors.numpy import save_file  # noqa: E402
 
 import examples.qwen3_llm.make_tiny as make_tiny_module  # noqa: E402
 from examples.qwen3_llm.config import config_from_dict  # noqa: E402
-from examples.qwen3_llm.make_tiny import QWEN3_0_6B, make_tiny, tensor_shapes, tiny_config, to_bf16_bits  # noqa: E402
+from examples.qwen3_llm.make_tiny import (  # noqa: E402
+    QWEN3_0_6B,
+    DType,
+    make_tiny,
+    tensor_shapes,
+    tiny_config,
+    to_bf16_bits,
+)
 from examples.qwen3_llm.model import load_model  # noqa: E402
 from graphsurgeon.formats.safetensors import Checkpoint, CheckpointError  # noqa: E402
 
@@ -44,7 +51,13 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-VARIANTS = {
+class Variant(TypedDict):
+    tied: bool
+    dtype: DType
+    shards: int
+
+
+VARIANTS: dict[str, Variant] = {
     "tied-fp32": {"tied": True, "dtype": "fp32", "shards": 1},
     "untied-fp32-sharded": {"tied": False, "dtype": "fp32", "shards": 3},
     "tied-bf16-sharded": {"tied": True, "dtype": "bf16", "shards": 2},

@@ -48,6 +48,7 @@ def _samples() -> dict[str, list[tuple[np.ndarray, ...]]]:
     variables = {"rope": "fused", "export_length": 8, "calibration_image": str(IMAGE)}
     out = {}
     for spec in build(variables, CHECKPOINT):
+        assert spec.calibration is not None, spec.name  # the source gives every graph samples
         out[spec.name] = [
             tuple(
                 x[0].numpy().astype(np.float32 if x.is_floating_point() else np.int32, copy=True)

@@ -75,7 +75,8 @@ def residual_stream(graph: Graph, hidden: str) -> list[str]:
     Stops where no such add (or more than one) reads the stream."""
     if hidden not in graph.blobs:
         raise VerifyError(f"{graph.source}: no blob {hidden!r}")
-    stream, out = graph.blob(hidden), []
+    stream = graph.blob(hidden)
+    out: list[str] = []
     while True:
         adds = [x for x in _readers(stream) if _is_add(x)]
         if len(adds) != 1:

@@ -80,4 +80,7 @@ def llm_samples(model: Qwen3ForCausalLM, prompts: Callable[[], Sequence[Prompt]]
                     cache.setdefault("lm_head", []).append((decoder(*step),))
         return cache
 
-    return {name: LazySamples(lambda name=name: compute()[name]) for name in ("embed", "decoder", "lm_head")}
+    def lazy(name: str) -> LazySamples:
+        return LazySamples(lambda: compute()[name])
+
+    return {name: lazy(name) for name in ("embed", "decoder", "lm_head")}

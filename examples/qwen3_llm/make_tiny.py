@@ -167,7 +167,8 @@ def _split(
 ) -> list[list[tuple[str, tuple[int, ...]]]]:
     """Consecutive groups of about equal size (none empty)."""
     sizes = [math.prod(shape) for _, shape in tensors]
-    total, groups, acc = sum(sizes), [[] for _ in range(shards)], 0
+    groups: list[list[tuple[str, tuple[int, ...]]]] = [[] for _ in range(shards)]
+    total, acc = sum(sizes), 0
     for tensor, size in zip(tensors, sizes, strict=True):
         groups[min(shards - 1, acc * shards // total)].append(tensor)
         acc += size

@@ -193,7 +193,7 @@ class Qwen3ForCausalLM(nn.Module):
         )
 
     @property
-    def lm_head_weight(self) -> nn.Parameter:
+    def lm_head_weight(self) -> torch.Tensor:
         return self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
 
     def decode(

@@ -18,7 +18,7 @@ was found, what the grammar expected there, line and column), see ``param_text``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lark import Lark
@@ -92,7 +92,7 @@ class FastLALR:
                 compiled[pattern] = conf.re_module.compile(pattern, conf.g_regex_flags).match
             self._scan[state] = compiled[pattern]
 
-    def parse(self, text: str, start: str, hooks: dict[str, Hook]) -> list[Item]:
+    def parse(self, text: str, start: str, hooks: Mapping[str, Hook]) -> list[Item]:
         """Run the automaton over ``text`` from rule ``start``; return the items of ``start`` (see module)."""
         actions, scan, filtered = self._actions, self._scan, self._filtered
         end_state = self._end_states[start]

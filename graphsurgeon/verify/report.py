@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 MIN_COSINE = 0.99999
 
@@ -49,9 +50,10 @@ class TokenResult:
 
 
 def compare(
-    stage: str, ours: np.ndarray, reference: np.ndarray, *, min_cosine: float = MIN_COSINE
+    stage: str, ours: npt.ArrayLike, reference: npt.ArrayLike, *, min_cosine: float = MIN_COSINE
 ) -> StageResult:
-    """One stage's figures; the shapes must hold the same number of values (layouts may differ by 1-dims)."""
+    """One stage's figures; the shapes must hold the same number of values (layouts may differ by 1-dims).
+    Either side may be anything ``np.asarray`` takes, e.g. a CPU torch tensor without grad."""
     a = np.asarray(ours, dtype=np.float64).reshape(-1)
     b = np.asarray(reference, dtype=np.float64).reshape(-1)
     if a.size != b.size:

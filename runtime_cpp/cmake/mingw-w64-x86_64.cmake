@@ -9,6 +9,7 @@
 #     zlib, libpng, libjpeg-turbo and the nlohmann-json headers built from Debian's source packages.
 #     Host (Linux) headers and libraries are never picked up; programs (python, wine) are found on the host.
 #   - ncnn is found through -Dncnn_DIR=<mingw install>/lib/cmake/ncnn, which find_package honours as is.
+#   - every object is assembled with -muse-unaligned-vector-move (AVX code and Win64's 16-byte stack).
 #   - executables are linked statically (libgcc, libstdc++, winpthread, libgomp), so the .exe runs under
 #     wine or on Windows without any DLL next to it.
 set(CMAKE_SYSTEM_NAME Windows)
@@ -41,6 +42,12 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 # Static archives first: the .exe must not need the DLLs of zlib, libpng, ...
 set(CMAKE_FIND_LIBRARY_SUFFIXES .a .dll.a .lib)
+
+# GCC assumes 32-byte alignment for AVX spills to the stack, but Win64 aligns the stack to 16 bytes only
+# (GCC bug 49001; crashes in AVX code such as ncnn's): let the assembler encode every aligned vector move as
+# an unaligned one (same speed on aligned data; binutils >= 2.38).
+set(CMAKE_C_FLAGS_INIT "-Wa,-muse-unaligned-vector-move")
+set(CMAKE_CXX_FLAGS_INIT "-Wa,-muse-unaligned-vector-move")
 
 # No DLL hunting at run time: link the GCC runtime, the C++ library and winpthread into every program.
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static -static-libgcc -static-libstdc++")

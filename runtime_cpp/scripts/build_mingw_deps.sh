@@ -131,7 +131,8 @@ for pkg in "${packages[@]}"; do
 done
 nlohmann_version=$(dpkg-query -W -f='${Version}' nlohmann-json3-dev)
 
-stamp_text="mingw64-deps triple=$TRIPLE"
+RECIPE=2  # bump when the way the libraries are built changes: forces a rebuild
+stamp_text="mingw64-deps recipe=$RECIPE triple=$TRIPLE toolchain=$(sha256sum "$TOOLCHAIN" | cut -c1-16)"
 for pkg in "${packages[@]}"; do stamp_text+=" $(basename "${dsc_of[$pkg]}" .dsc)"; done
 stamp_text+=" nlohmann-json3-dev=$nlohmann_version"
 if [ -f "$PREFIX/stamp.txt" ] && [ "$(cat "$PREFIX/stamp.txt")" = "$stamp_text" ]; then
@@ -145,6 +146,7 @@ work=$(mktemp -d "$CACHE/.tmp-mingw64-deps.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 stage="$work/prefix"
 mkdir -p "$stage" "$work/src"
+cd "$work"
 
 # ---- unpack (verified) --------------------------------------------------------------------------------------
 declare -A srcdir_of
@@ -176,7 +178,8 @@ cp "$work/build/zlib/libzlibstatic.a" "$stage/lib/libz.a"
 cmake_build libpng "${srcdir_of[libpng1.6]}" -DPNG_SHARED=OFF -DPNG_STATIC=ON -DPNG_TESTS=OFF \
   -DPNG_EXECUTABLES=OFF -DZLIB_ROOT="$stage"
 cmake_build libjpeg-turbo "${srcdir_of[libjpeg-turbo]}" -DENABLE_SHARED=OFF -DENABLE_STATIC=ON \
-  -DWITH_TURBOJPEG=OFF -DWITH_SIMD=ON -DREQUIRE_SIMD=ON -DCMAKE_ASM_NASM_COMPILER=nasm
+  -DWITH_TURBOJPEG=OFF -DWITH_SIMD=ON -DREQUIRE_SIMD=ON -DCMAKE_ASM_NASM_COMPILER=nasm \
+  -DCMAKE_INSTALL_LIBDIR="$stage/lib"  # libjpeg-turbo's own GNUInstallDirs reads a relative dir from the cwd
 cmake_build utf8proc "${srcdir_of[utf8proc]}" -DUTF8PROC_INSTALL=ON -DUTF8PROC_ENABLE_TESTING=OFF
 
 # nlohmann-json: links to the host package's headers and relocatable CMake package files.

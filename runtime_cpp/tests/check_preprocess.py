@@ -114,6 +114,18 @@ def independent_pixel_values(rgb: np.ndarray, cfg_raw: dict[str, object]) -> np.
     return out
 
 
+def add_auto_job(jobs: Jobs, path: Path, cfg_path: Path, cfg_raw: dict[str, object]) -> None:
+    """pixel_values at the automatic size, against the Python processor."""
+    ref = load_and_preprocess(path, processor_from_dict(cfg_raw))
+    want = ref.pixel_values.reshape(ref.grid[0], ref.grid[1], -1)
+    out = jobs.out("auto")
+    jobs.add(
+        f"{path.name}: pixel_values at the processor's size {ref.size} ({cfg_path.name})",
+        ["--image", jobs.arg(path), "--config", jobs.arg(cfg_path), "--out", jobs.arg(out)],
+        expect_ok(partial(same, "pixel_values", out, want)),
+    )
+
+
 def add_image_jobs(jobs: Jobs, path: Path, cfg_path: Path, cfg_raw: dict[str, object], corpus: bool) -> None:
     """Decoding, the automatic size against the processor, forced sizes and arbitrary resizes of one image."""
     cfg = processor_from_dict(cfg_raw)
@@ -128,15 +140,7 @@ def add_image_jobs(jobs: Jobs, path: Path, cfg_path: Path, cfg_raw: dict[str, ob
         expect_ok(lambda: same("decoded", dec, rgb)),
     )
 
-    ref = load_and_preprocess(path, cfg)
-    want_auto = ref.pixel_values.reshape(ref.grid[0], ref.grid[1], -1)
-    auto = jobs.out("auto")
-    jobs.add(
-        f"{path.name}: pixel_values at the processor's size {ref.size}",
-        [*base, "--out", jobs.arg(auto)],
-        expect_ok(lambda: same("pixel_values", auto, want_auto)),
-    )
-
+    add_auto_job(jobs, path, cfg_path, cfg_raw)
     p = cfg.patch_size
 
     def mult(v: float) -> int:
@@ -221,17 +225,28 @@ def target_sizes(rng: np.random.Generator, factor: int) -> list[tuple[int, int]]
     return out
 
 
-def add_config_jobs(jobs: Jobs, folder: Path, tiny_raw: dict[str, object]) -> None:
-    """target_size under three configs, and bad configs refused by both sides."""
-    rng = np.random.default_rng(7)
-    variants = {
+def config_variants(folder: Path, tiny_raw: dict[str, object]) -> dict[str, tuple[Path, dict[str, object]]]:
+    """The tiny checkpoint's config, the real model's budget (max_tokens 16384), and an odd one (patch 16,
+    a narrow token range that often takes the minimum-area path), each written to a file."""
+    variants: dict[str, dict[str, object]] = {
         "tiny": tiny_raw,
         "real": {**tiny_raw, "max_tokens": 16384},
         "odd": {**tiny_raw, "min_tokens": 100, "max_tokens": 120, "patch_size": 16},
     }
+    out = {}
     for name, raw in variants.items():
-        cfg_path = folder / f"config_{name}.json"
-        cfg_path.write_text(json.dumps(raw))
+        path = folder / f"config_{name}.json"
+        path.write_text(json.dumps(raw))
+        out[name] = (path, raw)
+    return out
+
+
+def add_config_jobs(jobs: Jobs, variants: dict[str, tuple[Path, dict[str, object]]]) -> None:
+    """target_size under each config, and bad configs refused by both sides."""
+    rng = np.random.default_rng(7)
+    folder = jobs.folder
+    tiny_raw = variants["tiny"][1]
+    for name, (cfg_path, raw) in variants.items():
         cfg = processor_from_dict(raw)
         for h, w in target_sizes(rng, cfg.factor):
             want = "ok target {}x{}".format(*resize_target(h, w, cfg.factor, cfg.min_tokens, cfg.max_tokens))
@@ -310,17 +325,26 @@ def main() -> int:
         for path in good:
             add_image_jobs(jobs, path, TINY_CONFIG, tiny_raw, corpus=False)
         add_resize_sweep(jobs, folder, TINY_CONFIG)
-        add_config_jobs(jobs, folder, tiny_raw)
+        variants = config_variants(folder, tiny_raw)
+        add_config_jobs(jobs, variants)
+        for path in corpus:
+            for name in ("real", "odd"):
+                add_auto_job(jobs, path, *variants[name])
         add_bad_file_jobs(jobs, bad_images(folder, good), TINY_CONFIG)
         job_file = folder / "jobs.txt"
         job_file.write_text("\n".join(jobs.lines) + "\n", encoding="utf-8")
-        run = subprocess.run(
-            [*wrapper, args.dump, "--jobs", jobs.arg(job_file)],
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-        )
+        try:
+            run = subprocess.run(
+                [*wrapper, args.dump, "--jobs", jobs.arg(job_file)],
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+            )
+        except OSError as err:
+            print(f"FAIL: cannot run {args.dump}: {err} (a Windows build needs --wrapper)")
+            print("0 passed, 1 failed")
+            return 1
         statuses = {}
         for line in run.stdout.splitlines():
             head, sep, rest = line.partition(": ")

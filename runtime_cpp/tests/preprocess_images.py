@@ -1,8 +1,8 @@
 """Synthetic test images for check_preprocess.py, made at test time: Pillow writes what it can (RGBA with
-varying alpha, L, LA, P with and without transparency, "1", 16-bit grey, RGB with a tRNS colour, JPEG with
-each chroma subsampling, progressive, grey and CMYK JPEG, odd tiny sizes), and a small PNG writer here makes
-what Pillow cannot write (grey at 2 and 4 bits, 16-bit RGB/RGBA/LA, a palette shorter than its indices, a
-grey tRNS, Adam7-interlaced files), plus broken files that must be refused.
+varying alpha, L, LA, P with and without transparency, "1", 16-bit grey, RGB with a tRNS colour, APNG,
+JPEG with each chroma subsampling, progressive, grey and CMYK JPEG, odd tiny sizes), and a small PNG writer
+here makes what Pillow cannot write (grey at 2 and 4 bits, 16-bit RGB/RGBA/LA, a palette shorter than its
+indices, grey tRNS, Adam7-interlaced files), plus broken files that must be refused.
 """
 
 from __future__ import annotations
@@ -117,6 +117,8 @@ def good_images(folder: Path) -> list[Path]:
     save("palette_4bit.png", p16, bits=4)
     for w, h in ((1, 1), (3, 500), (500, 3), (2, 3)):
         save(f"tiny_{w}x{h}.png", Image.fromarray(_smooth(rng, h, w)))
+    frames = [Image.fromarray(_smooth(rng, 30, 40)) for _ in range(3)]
+    save("apng.png", frames[0], save_all=True, append_images=frames[1:], duration=100)  # frame 0 is read
     made.append(folder / "ünïcödé_图像.png")
     made[-1].write_bytes((folder / "rgb.png").read_bytes())
 
@@ -124,6 +126,7 @@ def good_images(folder: Path) -> list[Path]:
     hand("grey2_hand.png", rng.integers(0, 4, (23, 31, 1)), 2, 0)
     hand("grey4_hand.png", g4, 4, 0)
     hand("grey_trns_hand.png", rng.integers(0, 256, (20, 21, 1)), 8, 0, trns=b"\x00\x10")
+    hand("grey4_trns_hand.png", g4, 4, 0, trns=b"\x00\x03")
     hand("rgb16_hand.png", rng.integers(0, 65536, (19, 27, 3)), 16, 2)
     hand("la16_hand.png", rng.integers(0, 65536, (19, 27, 2)), 16, 4)
     hand("rgba16_hand.png", rng.integers(0, 65536, (19, 27, 4)), 16, 6)

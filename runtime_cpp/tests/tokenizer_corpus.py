@@ -11,6 +11,7 @@ Everything is deterministic (``random.Random`` with fixed seeds, no downloads):
   on multilingual text (Latin with diacritics, Cyrillic, Greek, Arabic, Hebrew, Devanagari, Thai, CJK,
   kana, Hangul, emoji) so it holds thousands of merges, with added tokens using every flag
   (special / non-special, normalized, lstrip, rstrip, single_word, content already in the vocabulary).
+* ``random_merges()``: grows a tokenizer document with merges of random token pairs.
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ HANDPICKED = [
     "\n" * 50,
     "ab" * 200 + "!" * 50,
     "mixed'S AND'LL ſ'ſ",
+    "don'tcha it'sy I'mma we'llx they'REx you'VEy she'Dz x'ſa x'Ss x'tt",
+    "'sa'Sb'tc'Tre're'RE'Ve've'mm'Md'D'ſs'll'lL",
 ]
 
 _INVALID_BYTES = [
@@ -245,3 +248,27 @@ def added_token_strings() -> list[str]:
         "hello world, hello  world, Hello world",
         "the other then <mask><eos_r>[WORD]",
     ]
+
+
+def random_merges(data: dict[str, Any], count: int, seed: int = 5) -> None:
+    """Appends ``count`` merges of random token pairs (and their results) to a tokenizer document: unlike
+    trained merges, many tokens can then be built in several ways, which exercises the merge order."""
+    vocab, merges = data["model"]["vocab"], data["model"]["merges"]
+    rng = random.Random(seed)
+    tokens = list(vocab)
+    seen = {tuple(m) for m in merges}
+    while count > 0:
+        a, b = rng.choice(tokens), rng.choice(tokens)
+        if (a, b) in seen or len(a) + len(b) > 16:
+            continue
+        seen.add((a, b))
+        merges.append([a, b])
+        count -= 1
+        if a + b not in vocab:
+            vocab[a + b] = len(vocab)
+            tokens.append(a + b)
+    taken = set(vocab.values())
+    next_id = max(taken) + 1
+    for t in data["added_tokens"]:  # ids after the grown vocabulary, as HF assigns them
+        t["id"] = vocab.get(t["content"], next_id)
+        next_id += t["content"] not in vocab

@@ -3,6 +3,8 @@
 // arithmetic (processor.py resize_target) and normalise + patchify (processor.py preprocess/patchify).
 #include "pvl/image_processor.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>

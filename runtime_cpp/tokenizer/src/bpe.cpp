@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <queue>
 
 #include "pvl/error.hpp"
@@ -15,10 +16,12 @@ namespace {
 
 using nlohmann::json;
 
-// A JSON value that must be null or the given value, else the model is not supported.
-bool is_null_or_false(const json& model, const char* key) {
+// An option that is absent, null, false or "" (Qwen2's files write "" for the subword prefix and suffix,
+// which HF treats as no prefix / suffix).
+bool is_unset(const json& model, const char* key) {
   auto it = model.find(key);
-  return it == model.end() || it->is_null() || (it->is_boolean() && !it->get<bool>());
+  return it == model.end() || it->is_null() || (it->is_boolean() && !it->get<bool>()) ||
+         (it->is_string() && it->get<std::string>().empty());
 }
 
 bool flag(const json& model, const char* key) {
@@ -28,14 +31,15 @@ bool flag(const json& model, const char* key) {
 
 }  // namespace
 
-void Bpe::load(const json& model, const ByteLevel& byte_level) {
+void Bpe::load(const json& model, const std::vector<std::pair<std::string, long long>>& vocab,
+               const std::vector<std::pair<std::string, std::string>>& merges, const ByteLevel& byte_level) {
   byte_level_ = &byte_level;
   if (!model.is_object()) throw Error("\"model\" is not an object");
   if (model.value("type", std::string("BPE")) != "BPE") {
     throw Error("model type \"" + model.value("type", std::string()) + "\" is not supported (only BPE)");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix", "byte_fallback"}) {
-    if (!is_null_or_false(model, key)) throw Error(std::string("BPE \"") + key + "\" is not supported");
+    if (!is_unset(model, key)) throw Error(std::string("BPE \"") + key + "\" is not supported");
   }
   if (auto it = model.find("dropout"); it != model.end() && !it->is_null() && it->get<double>() != 0.0) {
     throw Error("BPE dropout is not supported");
@@ -43,41 +47,29 @@ void Bpe::load(const json& model, const ByteLevel& byte_level) {
   fuse_unk_ = flag(model, "fuse_unk");
   ignore_merges_ = flag(model, "ignore_merges");
 
-  const auto vit = model.find("vocab");
-  if (vit == model.end() || !vit->is_object()) throw Error("BPE \"vocab\" is missing or not an object");
-  vocab_.reserve(vit->size());
-  for (auto it = vit->begin(); it != vit->end(); ++it) {
-    const int id = it.value().get<int>();
-    if (id < 0) throw Error("BPE vocabulary id " + std::to_string(id) + " is negative");
-    vocab_[it.key()] = id;
-    vocab_r_[id] = it.key();
-    if (id > max_id_) max_id_ = id;
+  vocab_.reserve(vocab.size());
+  for (const auto& entry : vocab) {
+    if (entry.second < 0 || entry.second > 0x7FFFFFF) {  // ids index a table; 134M is far beyond any vocabulary
+      throw Error("BPE vocabulary id " + std::to_string(entry.second) + " is out of range");
+    }
+    vocab_[entry.first] = static_cast<int>(entry.second);
+  }
+  // id -> token; when several tokens share an id the last one in the file wins (HF's map is unordered)
+  for (const auto& kv : vocab_) max_id_ = std::max(max_id_, kv.second);
+  vocab_r_.assign(static_cast<size_t>(max_id_ + 1), nullptr);
+  for (const auto& entry : vocab) {
+    auto it = vocab_.find(entry.first);
+    vocab_r_[static_cast<size_t>(it->second)] = &it->first;
   }
 
-  const auto mit = model.find("merges");
-  if (mit == model.end() || !mit->is_array()) throw Error("BPE \"merges\" is missing or not an array");
-  merges_.reserve(mit->size());
+  merges_.reserve(merges.size());
   uint32_t rank = 0;
-  for (const json& m : *mit) {
-    std::string a, b;
-    if (m.is_string()) {  // legacy "a b"; HF skips "#version" lines and wants exactly one space
-      const std::string line = m.get<std::string>();
-      if (line.rfind("#version", 0) == 0) continue;
-      const size_t sp = line.find(' ');
-      if (sp == std::string::npos || line.find(' ', sp + 1) != std::string::npos) {
-        throw Error("BPE merge " + std::to_string(rank + 1) + " \"" + line + "\" is not \"a b\"");
-      }
-      a = line.substr(0, sp);
-      b = line.substr(sp + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
-    } else {
-      throw Error("BPE merge " + std::to_string(rank + 1) + " is neither \"a b\" nor [\"a\", \"b\"]");
-    }
-    const int ia = token_to_id(a), ib = token_to_id(b), inew = token_to_id(a + b);
+  std::string joined;
+  for (const auto& m : merges) {
+    joined.assign(m.first).append(m.second);
+    const int ia = token_to_id(m.first), ib = token_to_id(m.second), inew = token_to_id(joined);
     if (ia < 0 || ib < 0 || inew < 0) {
-      throw Error("BPE merge " + std::to_string(rank + 1) + " (\"" + a + "\", \"" + b +
+      throw Error("BPE merge " + std::to_string(rank + 1) + " (\"" + m.first + "\", \"" + m.second +
                   "\") uses a token missing from the vocabulary");
     }
     merges_[key(ia, ib)] = Merge{rank, inew};  // a repeated pair keeps its last rank, as HF's map does
@@ -97,8 +89,7 @@ int Bpe::token_to_id(const std::string& token) const {
 }
 
 const std::string* Bpe::id_to_token(int id) const {
-  auto it = vocab_r_.find(id);
-  return it == vocab_r_.end() ? nullptr : &it->second;
+  return id >= 0 && static_cast<size_t>(id) < vocab_r_.size() ? vocab_r_[static_cast<size_t>(id)] : nullptr;
 }
 
 void Bpe::encode_word(std::string_view word, std::vector<int>& out) const {

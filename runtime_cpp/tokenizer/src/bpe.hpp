@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -18,8 +19,10 @@ namespace pvl {
 
 class Bpe {
  public:
-  // Reads the "model" object; throws pvl::Error(what) without the file name (the caller adds it).
-  void load(const nlohmann::json& model, const ByteLevel& byte_level);
+  // Builds the model from the "model" object's options (vocab and merges removed) and its vocabulary
+  // and merges in file order; throws pvl::Error(what) without the file name (the caller adds it).
+  void load(const nlohmann::json& model, const std::vector<std::pair<std::string, long long>>& vocab,
+            const std::vector<std::pair<std::string, std::string>>& merges, const ByteLevel& byte_level);
 
   // Appends the ids of one pre-tokenized word given as raw bytes.
   void encode_word(std::string_view word, std::vector<int>& out) const;
@@ -41,7 +44,7 @@ class Bpe {
 
   const ByteLevel* byte_level_ = nullptr;
   std::unordered_map<std::string, int> vocab_;
-  std::unordered_map<int, std::string> vocab_r_;
+  std::vector<const std::string*> vocab_r_;  // id -> the key in vocab_ (nullptr for unused ids)
   std::unordered_map<uint64_t, Merge> merges_;
   int byte_id_[256];      // id of each byte's ByteLevel symbol, -1 when not in the vocabulary
   int unk_id_ = -1;       // the unk token's id when the model has one

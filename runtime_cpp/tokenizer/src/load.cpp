@@ -11,6 +11,7 @@
 #include "pvl/error.hpp"
 #include "pvl/files.hpp"
 #include "tokenizer_data.hpp"
+#include "tokenizer_json.hpp"
 #include "unicode.hpp"
 
 namespace pvl {
@@ -152,14 +153,17 @@ std::string TokenizerData::normalize(std::string_view valid) const {
 void load_tokenizer_json(const std::string& path, TokenizerData& data) {
   const std::string text = read_file(path);
   try {
-    const json root = json::parse(text);
-    if (!root.is_object()) throw Error("not a JSON object");
+    TokenizerJson parsed = parse_tokenizer_json(text);
+    const json& root = parsed.rest;
     if (root.contains("version") && root["version"] != "1.0") throw Error("unknown tokenizer version");
     data.nfc = nfc_normalizer(root);
     check_pre_tokenizer(root);
     check_post_processor_and_decoder(root);
     if (!root.contains("model")) throw Error("\"model\" is missing");
-    data.bpe.load(root["model"], data.byte_level);
+    if (!parsed.has_vocab || !parsed.has_merges) throw Error("model.vocab or model.merges is missing");
+    data.bpe.load(root["model"], parsed.vocab, parsed.merges, data.byte_level);
+    decltype(parsed.vocab)().swap(parsed.vocab);  // free the copies before the token table is built
+    decltype(parsed.merges)().swap(parsed.merges);
     load_added_tokens(root, data);
     fill_token_bytes(data);
   } catch (const json::exception& err) {

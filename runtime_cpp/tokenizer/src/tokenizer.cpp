@@ -17,8 +17,9 @@ Tokenizer Tokenizer::load(const std::string& tokenizer_json_path) {
 
 std::vector<int> Tokenizer::encode(const std::string& text) const {
   const detail::TokenizerData& d = *data_;
-  const std::string repaired = utf8::is_valid(text) ? std::string() : utf8::repair(text);
-  const std::string_view valid = repaired.empty() ? std::string_view(text) : std::string_view(repaired);
+  const bool valid_input = utf8::is_valid(text);
+  const std::string repaired = valid_input ? std::string() : utf8::repair(text);  // as Python's "replace"
+  const std::string_view valid = valid_input ? std::string_view(text) : std::string_view(repaired);
 
   std::vector<int> ids;
   ids.reserve(valid.size() / 3 + 8);

@@ -25,8 +25,7 @@ struct TokenizerData {
   std::vector<bool> known;                         // id -> some token has this id
   std::string empty;
 
-  // The text pieces encode() works on, exposed for tests: the NFC form of `valid` (when the normalizer
-  // is NFC) and its Qwen2 pieces as byte ranges of that form.
+  // The tokenizer's normalizer applied to valid UTF-8: its NFC form when the normalizer is NFC, else a copy.
   std::string normalize(std::string_view valid) const;
 };
 

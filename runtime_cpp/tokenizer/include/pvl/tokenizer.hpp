@@ -7,7 +7,8 @@
 //     normalizer, the Qwen2 pre-tokenizer (Split on Qwen2's regex, then ByteLevel without regex), a
 //     ByteLevel or absent post-processor and the ByteLevel decoder; anything else throws pvl::Error naming
 //     the file and the unsupported part. Added tokens get their ids as HF assigns them (the model's id when
-//     the content is in the vocabulary, else the next free id in file order).
+//     the content is in the vocabulary, else the next free id in file order). "truncation" and "padding"
+//     are ignored (Qwen's files set neither; transformers overrides them on every call).
 //   - encode(): added tokens are matched first (leftmost-longest; non-normalized ones on the raw text,
 //     normalized ones on the NFC text), then each remaining piece is NFC-normalized, split by the Qwen2
 //     regex and BPE-encoded. Input that is not valid UTF-8 is first repaired like Python's
