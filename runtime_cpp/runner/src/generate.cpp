@@ -1,6 +1,7 @@
 // Vision -> fused embeddings -> prefill -> decode loop (see generate.hpp).
 #include "pvl/generate.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -8,6 +9,10 @@
 #include "pvl/prompt.hpp"
 
 namespace pvl {
+
+namespace {
+const int kMaxReservedNewTokens = 8192;  // a huge --gen must not reserve a huge cache up front
+}  // namespace
 
 double now_seconds() {
   using clock = std::chrono::steady_clock;
@@ -74,7 +79,8 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
   }
   Sampler sampler(options.sampling);
   std::vector<int> history(prompt_ids);
-  KVSession session(*decoder_, length + budget);
+  // The cache is reserved once for the prompt and the budget (grown by SDPA beyond a capped hint).
+  KVSession session(*decoder_, length + std::min(budget, kMaxReservedNewTokens));
 
   double t0 = now_seconds();
   std::vector<float> last = session.step(embeds, length);
