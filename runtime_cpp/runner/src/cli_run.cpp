@@ -2,7 +2,6 @@
 #include <cpu.h>
 
 #include <algorithm>
-
 #include <memory>
 #include <string>
 
@@ -108,23 +107,25 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
 #endif
   std::fputc('\n', out);
   if (args.print_ids) {
-    std::fprintf(out, "{\"prompt_tokens\": %d, \"tokens\": %s}\n", result.prompt_tokens,
-        ids_json(result.tokens).c_str());
+    const std::string json = ids_json(result.tokens);
+    std::fprintf(out, "{\"prompt_tokens\": %d, \"tokens\": %s}\n", result.prompt_tokens, json.c_str());
   }
   std::fflush(out);
   if (args.verbose) {
     const int n = static_cast<int>(result.tokens.size());
+    const double prefill_s = result.prefill_seconds, decode_s = result.decode_seconds;
+    const double prefill_rate = prefill_s > 0 ? result.prompt_tokens / prefill_s : 0.0;
+    const double decode_rate = decode_s > 0 ? result.decode_steps / decode_s : 0.0;
     std::fprintf(log, "model: %s, %d threads, embeddings from %s\n", cfg.folder.c_str(), threads,
                  runtime.embedding_source().c_str());
     std::fprintf(log, "load: %.3f s\n", runtime.load_seconds());
-    if (!images.empty()) std::fprintf(log, "preprocess: %.3f s (%zu images)\n", preprocess_seconds,
-        images.size());
-    if (!images.empty()) std::fprintf(log, "vision: %.3f s\n", result.vision_seconds);
-    std::fprintf(log, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", result.prompt_tokens,
-        result.prefill_seconds,
-                 result.prefill_seconds > 0 ? result.prompt_tokens / result.prefill_seconds : 0.0);
-    std::fprintf(log, "decode: %d tokens in %.3f s (%.1f tok/s)%s\n", n, result.decode_seconds,
-                 result.decode_seconds > 0 ? result.decode_steps / result.decode_seconds : 0.0,
+    if (!images.empty()) {
+      const int count = static_cast<int>(images.size());
+      std::fprintf(log, "preprocess: %.3f s (%d images)\n", preprocess_seconds, count);
+      std::fprintf(log, "vision: %.3f s\n", result.vision_seconds);
+    }
+    std::fprintf(log, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", result.prompt_tokens, prefill_s, prefill_rate);
+    std::fprintf(log, "decode: %d tokens in %.3f s (%.1f tok/s)%s\n", n, decode_s, decode_rate,
                  result.hit_context_limit && n > 0 ? " (stopped at the context limit)" : "");
     std::fprintf(log, "total: %.3f s\n", now_seconds() - t_start);
   }
