@@ -124,7 +124,8 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
       std::fprintf(log, "preprocess: %.3f s (%d images)\n", preprocess_seconds, count);
       std::fprintf(log, "vision: %.3f s\n", result.vision_seconds);
     }
-    std::fprintf(log, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", result.prompt_tokens, prefill_s, prefill_rate);
+    std::fprintf(log, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", result.prompt_tokens, prefill_s,
+                 prefill_rate);
     std::fprintf(log, "decode: %d tokens in %.3f s (%.1f tok/s)%s\n", n, decode_s, decode_rate,
                  result.hit_context_limit && n > 0 ? " (stopped at the context limit)" : "");
     std::fprintf(log, "total: %.3f s\n", now_seconds() - t_start);
