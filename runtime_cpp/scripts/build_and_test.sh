@@ -16,6 +16,8 @@
 #   - prints the time of every phase; exits non-zero when any phase or test fails (both builds are still
 #     attempted).
 set -uo pipefail
+{  # the whole script is parsed before it runs: editing the file meanwhile cannot derail a running build
+
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RUNTIME_DIR=$(dirname "$SCRIPT_DIR")
@@ -125,3 +127,6 @@ if [ $do_mingw = 1 ]; then
 fi
 
 summary
+
+exit 0
+}

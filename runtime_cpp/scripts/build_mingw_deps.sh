@@ -19,6 +19,8 @@
 #   - the prefix is built in a temporary folder and renamed into place with stamp.txt written last; a stamp
 #     that records the same versions means "reuse". Prints the prefix as the LAST stdout line.
 set -euo pipefail
+{  # the whole script is parsed before it runs: editing the file meanwhile cannot derail a running build
+
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RUNTIME_DIR=$(dirname "$SCRIPT_DIR")
@@ -201,3 +203,6 @@ rm -rf "$PREFIX"
 mv "$stage" "$PREFIX"
 log "installed $PREFIX in $((t_end - t_start)) s"
 echo "$PREFIX"
+
+exit 0
+}

@@ -19,6 +19,8 @@
 #     (AVX2+FMA+F16C compiled in; FMA4/XOP/AVX-512/VNNI off — FMA4/XOP on would emit AMD-only code).
 #   - missing Debian packages (cmake, g++, faketime, mingw-w64) are installed with apt-get when run as root.
 set -euo pipefail
+{  # the whole script is parsed before it runs: editing the file meanwhile cannot derail a running build
+
 
 NCNN_VERSION_FULL=1.0.20261020
 NCNN_DATE=20261020
@@ -186,3 +188,6 @@ rm -rf "$final_dir"
 mv "$work/final" "$final_dir"
 log "installed $prefix"
 echo "$prefix"
+
+exit 0
+}

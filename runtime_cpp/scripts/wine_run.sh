@@ -13,6 +13,8 @@
 #     run costs ~0.3 s once warm and the caller's pipe closes when the program exits.
 #   - LANG defaults to C.UTF-8 so wine converts UTF-8 arguments and paths to UTF-16 correctly.
 set -euo pipefail
+{  # the whole script is parsed before it runs: editing the file meanwhile cannot derail a running build
+
 
 if [ $# -lt 1 ]; then
   echo "usage: wine_run.sh PROGRAM.exe [ARGS...]" >&2
@@ -64,3 +66,6 @@ WINESERVER=${WINESERVER:-wineserver}
 "$WINE" cmd /c exit </dev/null >/dev/null 2>&1 || true
 
 exec "$WINE" "$@"
+
+exit 0
+}
