@@ -40,8 +40,9 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
-# Static archives first: the .exe must not need the DLLs of zlib, libpng, ...
-set(CMAKE_FIND_LIBRARY_SUFFIXES .a .dll.a .lib)
+# Static archives first (libgomp.a rather than libgomp.dll.a, ...): set after each project() by this file,
+# since the platform file read after the toolchain file resets the suffixes.
+set(CMAKE_PROJECT_INCLUDE "${CMAKE_CURRENT_LIST_DIR}/mingw-prefer-static.cmake")
 
 # GCC assumes 32-byte alignment for AVX spills to the stack, but Win64 aligns the stack to 16 bytes only
 # (GCC bug 49001; crashes in AVX code such as ncnn's): let the assembler encode every aligned vector move as

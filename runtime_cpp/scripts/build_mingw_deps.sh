@@ -17,7 +17,9 @@
 #     its headers and CMake package files (their paths are relative to their own location), so
 #     find_package(nlohmann_json) works in the cross build without -I/usr/include reaching the mingw compiler.
 #   - the prefix is built in a temporary folder and renamed into place with stamp.txt written last; a stamp
-#     that records the same versions means "reuse". Prints the prefix as the LAST stdout line.
+#     that records the same wanted versions, recipe and toolchain means "reuse" (no network needed then).
+#     built-from.txt names the source packages actually built (a version the mirror lacks is replaced by
+#     the next older one). Prints the prefix as the LAST stdout line.
 set -euo pipefail
 {  # the whole script is parsed before it runs: editing the file meanwhile cannot derail a running build
 
@@ -122,6 +124,22 @@ fetch() {
   echo "build_mingw_deps.sh: no source of $pkg could be fetched" >&2
   return 1
 }
+RECIPE=2  # bump when the way the libraries are built changes: forces a rebuild
+# the toolchain's compilers and flags (not its comments or search settings) shape the libraries
+toolchain_id=$(grep -E '^set\((PVL_MINGW_TRIPLE|CMAKE_(SYSTEM_NAME|SYSTEM_PROCESSOR|C_COMPILER|CXX_COMPILER|C_FLAGS_INIT|CXX_FLAGS_INIT)) ' \
+  "$TOOLCHAIN" | sha256sum | cut -c1-16)
+# The stamp names the versions asked for (the host -dev packages'), so reuse needs no network.
+stamp_text="mingw64-deps recipe=$RECIPE triple=$TRIPLE toolchain=$toolchain_id"
+for pkg in "${packages[@]}"; do
+  stamp_text+=" $pkg=$(dpkg-query -W -f='${source:Version}' "${dev_of[$pkg]}" 2>/dev/null || echo newest)"
+done
+stamp_text+=" nlohmann-json3-dev=$(dpkg-query -W -f='${Version}' nlohmann-json3-dev)"
+if [ -f "$PREFIX/stamp.txt" ] && [ "$(cat "$PREFIX/stamp.txt")" = "$stamp_text" ]; then
+  log "reusing $PREFIX"
+  echo "$PREFIX"
+  exit 0
+fi
+
 mkdir -p "$CACHE/downloads/debian-src"
 if [ -z "$(ls "$APTDIR/lists" | grep Sources)" ] || [ -n "$(find "$APTDIR/updated" -mmin +1440 2>/dev/null)" ]; then
   apt_src_update
@@ -131,17 +149,6 @@ declare -A dsc_of
 for pkg in "${packages[@]}"; do
   dsc_of[$pkg]=$(fetch "$pkg")
 done
-nlohmann_version=$(dpkg-query -W -f='${Version}' nlohmann-json3-dev)
-
-RECIPE=2  # bump when the way the libraries are built changes: forces a rebuild
-stamp_text="mingw64-deps recipe=$RECIPE triple=$TRIPLE toolchain=$(sha256sum "$TOOLCHAIN" | cut -c1-16)"
-for pkg in "${packages[@]}"; do stamp_text+=" $(basename "${dsc_of[$pkg]}" .dsc)"; done
-stamp_text+=" nlohmann-json3-dev=$nlohmann_version"
-if [ -f "$PREFIX/stamp.txt" ] && [ "$(cat "$PREFIX/stamp.txt")" = "$stamp_text" ]; then
-  log "reusing $PREFIX"
-  echo "$PREFIX"
-  exit 0
-fi
 
 t_start=$(date +%s)
 work=$(mktemp -d "$CACHE/.tmp-mingw64-deps.XXXXXX")
@@ -198,6 +205,7 @@ done
 
 t_end=$(date +%s)
 echo "$stamp_text" >"$stage/stamp.txt"
+for pkg in "${packages[@]}"; do basename "${dsc_of[$pkg]}" .dsc; done >"$stage/built-from.txt"
 echo "build seconds: $((t_end - t_start))" >"$stage/build-time.txt"
 rm -rf "$PREFIX"
 mv "$stage" "$PREFIX"

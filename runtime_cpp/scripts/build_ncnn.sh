@@ -93,8 +93,9 @@ if [ "$target" = mingw64 ]; then
   cmake_args+=("-DCMAKE_TOOLCHAIN_FILE=$RUNTIME_DIR/cmake/mingw-w64-x86_64.cmake")
 fi
 stamp_text="ncnn $NCNN_VERSION_FULL target=$target flavor=$flavor sha256=$NCNN_SHA256 args=${cmake_args[*]//$RUNTIME_DIR/RUNTIME}"
-if [ "$target" = mingw64 ]; then  # the toolchain file's flags shape the library too
-  stamp_text+=" toolchain=$(sha256sum "$RUNTIME_DIR/cmake/mingw-w64-x86_64.cmake" | cut -c1-16)"
+if [ "$target" = mingw64 ]; then  # the toolchain's compilers and flags shape the library too
+  stamp_text+=" toolchain=$(grep -E '^set\((PVL_MINGW_TRIPLE|CMAKE_(SYSTEM_NAME|SYSTEM_PROCESSOR|C_COMPILER|CXX_COMPILER|C_FLAGS_INIT|CXX_FLAGS_INIT)) ' \
+    "$RUNTIME_DIR/cmake/mingw-w64-x86_64.cmake" | sha256sum | cut -c1-16)"
 fi
 
 final_dir="$CACHE/ncnn-$NCNN_VERSION_FULL-$target"
