@@ -10,8 +10,9 @@
 #     (64-bit only: no i386 architecture needed), faketime, nasm, dpkg-dev.
 #   - builds ncnn for the host and for mingw64 (scripts/build_ncnn.sh) and the mingw libraries
 #     (scripts/build_mingw_deps.sh), all cached in ${GSURG_CACHE:-$HOME/.cache/gsurg}; then configures and
-#     builds runtime_cpp into ${PVL_BUILD_DIR:-$CACHE/runtime-build}/linux and .../mingw64 and runs ctest on
-#     each (--output-on-failure), the Windows tests through scripts/wine_run.sh (WINEPREFIX in the cache).
+#     builds runtime_cpp into $PVL_BUILD_DIR/linux and .../mingw64 (default PVL_BUILD_DIR:
+#     $CACHE/runtime-build/<hash of this checkout's path>, printed at the end) and runs ctest on each
+#     (--output-on-failure), the Windows tests through scripts/wine_run.sh (WINEPREFIX in the cache).
 #   - PVL_PYTHON (default: python3 on PATH) is the interpreter the parity tests use (torch, tokenizers, PIL).
 #   - prints the time of every phase; exits non-zero when any phase or test fails (both builds are still
 #     attempted).
@@ -22,7 +23,10 @@ set -uo pipefail
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RUNTIME_DIR=$(dirname "$SCRIPT_DIR")
 CACHE=${GSURG_CACHE:-$HOME/.cache/gsurg}
-BUILD_ROOT=${PVL_BUILD_DIR:-$CACHE/runtime-build}
+# One build tree per checkout: CMake refuses a build folder configured from another source folder, and two
+# clones sharing one cache (CI beside a developer's checkout) must not fight over it.
+source_key=$(printf '%s' "$RUNTIME_DIR" | sha256sum | cut -c1-12)
+BUILD_ROOT=${PVL_BUILD_DIR:-$CACHE/runtime-build/$source_key}
 PYTHON=${PVL_PYTHON:-$(command -v python3 || command -v python || true)}
 jobs=${PVL_JOBS:-2}
 do_linux=1
@@ -58,6 +62,7 @@ phase() {
   return $rc
 }
 summary() {
+  echo "=== build trees: $BUILD_ROOT/{linux,mingw64} (penguin_vl_run in runner/)" >&2
   echo "=== timings" >&2
   for t in "${timings[@]}"; do echo "  $t" >&2; done
   if [ ${#failures[@]} -gt 0 ]; then
@@ -105,7 +110,7 @@ configure_mingw() {
     -DPVL_TEST_WRAPPER="$SCRIPT_DIR/wine_run.sh"
 }
 build_tree() { cmake --build "$1" -j "$jobs"; }
-test_tree() { (cd "$1" && ctest --output-on-failure "${ctest_args[@]}"); }
+test_tree() { (cd "$1" && ctest --output-on-failure --no-tests=error "${ctest_args[@]}"); }
 
 phase "debian packages" install_debs || { summary; }
 
