@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""``penguin_vl_run`` (the C++ runtime) against the fp32 PyTorch reference at Penguin-VL-2B's real
+dimensions (random weights), in one script run:
+
+* one 196×196 image (a 14×14 patch grid: 196 image tokens, about 223 prompt tokens with the chat template)
+  and one prompt, 32 new tokens (EOS ignored on both sides), 2 threads on both sides;
+* for each side: vision time, prefill time, decode tokens/s, the whole run's wall time and its peak RSS
+  (``ru_maxrss`` of the child process; each side runs in its own child so neither counts the other);
+* ``penguin_vl_run`` on the fp32 conversion and on ``--set storage=fp16``; the reference is fp32 eager
+  PyTorch on the bf16 checkpoint widened to fp32 (``examples/penguin_vl/model.py``, with a KV cache).
+
+    python benchmarks/bench_penguin_vl_run.py [--work DIR] [--runner PATH] [--gen 32] [--threads 2]
+
+``--work`` is reused: the checkpoint (``DIR/penguin-vl-2b-random``, as ``bench_penguin_vl.py --keep DIR``
+writes it), the fp32 conversion (``DIR/out``) and the fp16 one (``DIR/out-fp16``) are made only when
+missing. Without ``--runner`` the runtime is built with ``runtime_cpp/scripts/build_and_test.sh
+--linux-only --no-test`` into ``<repo>/build``. Needs about 30 GB of free disk and most of 24 GiB of memory
+(the reference holds the 2B model in fp32, ~8.5 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: the repo's examples/ is not an installed package
+    sys.path.insert(0, str(REPO))
+
+SOURCE_IMAGE = REPO.parent / "shared" / "corpus" / "images" / "photo_20180413_3.jpg"
+PROMPT = "Describe the picture in detail."
+GRID = 14  # patches per side: 196 image tokens
+
+
+@dataclass
+class Side:
+    """One measured run: stage times in seconds, peak RSS in bytes, the new tokens."""
+
+    name: str
+    wall: float = 0.0
+    peak_rss: int = 0
+    stages: dict[str, float] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    tokens: list[int] = field(default_factory=list)
+
+    @property
+    def decode_rate(self) -> float:
+        steps = max(len(self.tokens) - 1, 0)  # the first new token comes from the prefill's logits
+        return steps / self.stages["decode"] if self.stages.get("decode") else 0.0
+
+
+def run_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str, str]:
+    """Run ``argv`` to the end -> (wall seconds, peak RSS bytes of that child, stdout, stderr)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed (exit {proc.returncode}):\n{stderr[-4000:]}")
+    return wall, usage.ru_maxrss * 1024, stdout, stderr
+
+
+# --- the PyTorch side (runs in a child: python bench_penguin_vl_run.py --torch-child ...) -------------
+
+
+def torch_child(checkpoint: Path, image: Path, gen: int, threads: int) -> int:
+    """Time the fp32 reference stage by stage, as ``PenguinVL.generate`` runs it; print one JSON line."""
+    import torch
+
+    from examples.penguin_vl.config import load_files
+    from examples.penguin_vl.model import KVCache, load_model
+    from examples.penguin_vl.processor import PenguinTokenizer, load_and_preprocess, prompt_ids
+
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    files = load_files(checkpoint)
+    model = load_model(checkpoint, files)
+    tokenizer = PenguinTokenizer(files)
+    stages = {"load": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    img = load_and_preprocess(image, files.processor)
+    ids = prompt_ids(tokenizer, PROMPT, [img])
+    stages["preprocess"] = time.perf_counter() - t0
+    tokens: list[int] = []
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        vision = model.encode_image(torch.from_numpy(img.pixel_values), img.grid)
+        stages["vision"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        embeds = model.fuse(ids, [vision.projector])
+        hidden, cache = model.decode(embeds, KVCache())
+        logits = model.logits(hidden[-1])
+        tokens.append(int(logits.argmax()))
+        stages["prefill"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        while len(tokens) < gen:
+            step, cache = model.decode(model.model.embed_tokens(torch.tensor([tokens[-1]])), cache)
+            tokens.append(int(model.logits(step[-1]).argmax()))
+        stages["decode"] = time.perf_counter() - t0
+    print(json.dumps({"grid": list(img.grid), "prompt_tokens": len(ids), "tokens": tokens, "stages": stages}))
+    return 0
+
+
+def measure_torch(checkpoint: Path, image: Path, gen: int, threads: int) -> Side:
+    argv = [sys.executable, __file__, "--torch-child", str(checkpoint), str(image), str(gen), str(threads)]
+    wall, rss, stdout, _ = run_child(argv)
+    data = json.loads(stdout.strip().splitlines()[-1])
+    if data["grid"] != [GRID, GRID]:
+        raise SystemExit(f"the image gave a {data['grid']} grid, not {GRID}x{GRID}")
+    return Side("PyTorch fp32 reference", wall, rss, data["stages"], data["prompt_tokens"], data["tokens"])
+
+
+# --- the C++ side --------------------------------------------------------------------------------------
+
+_STAGE_LINE = re.compile(r"^(load|preprocess|vision|prefill|decode):.*?([0-9.]+) s\b", re.M)
+
+
+def measure_runner(runner: Path, model: Path, image: Path, gen: int, threads: int, name: str) -> Side:
+    argv = [str(runner), "--model", str(model), "--image", str(image), "--prompt", PROMPT, "--gen", str(gen)]
+    argv += ["--threads", str(threads), "--ignore-eos", "--print-ids", "--verbose"]
+    wall, rss, stdout, stderr = run_child(argv)
+    stages = {m.group(1): float(m.group(2)) for m in _STAGE_LINE.finditer(stderr)}
+    ids = json.loads(stdout.strip().splitlines()[-1])
+    return Side(name, wall, rss, stages, ids["prompt_tokens"], ids["tokens"])
+
+
+# --- inputs ----------------------------------------------------------------------------------------------
+
+
+def make_image(work: Path) -> Path:
+    """A 196×196 crop-free resize of a corpus photo: the processor keeps it, a 14×14 patch grid."""
+    from PIL import Image
+
+    path = work / "bench_196x196.png"
+    if not path.exists():
+        with Image.open(SOURCE_IMAGE) as img:
+            img.convert("RGB").resize((GRID * 14, GRID * 14), Image.Resampling.BICUBIC).save(path)
+    return path
+
+
+def ensure_checkpoint(work: Path) -> Path:
+    from bench_penguin_vl import write_checkpoint
+
+    ckpt = work / "penguin-vl-2b-random"
+    if not (ckpt / "model.safetensors").exists():
+        print(f"writing the random-weight checkpoint into {ckpt}", file=sys.stderr)
+        write_checkpoint(ckpt)
+    return ckpt
+
+
+def ensure_model(ckpt: Path, out: Path, storage: str) -> Path:
+    if not (out / "model.json").exists():
+        print(f"converting ({storage}) into {out}", file=sys.stderr)
+        argv = [sys.executable, "-m", "graphsurgeon.cli", "apply", str(REPO / "rules" / "penguin_vl.yaml")]
+        argv += ["--out", str(out), "--set", f"checkpoint={ckpt}", "--set", f"storage={storage}"]
+        subprocess.run(argv, check=True)
+    return out
+
+
+def ensure_runner(runner: Path | None) -> Path:
+    if runner is not None:
+        return runner
+    build = REPO / "build"
+    found = build / "linux" / "runner" / "penguin_vl_run"
+    script = REPO / "runtime_cpp" / "scripts" / "build_and_test.sh"
+    env = os.environ | {"PVL_BUILD_DIR": str(build)}
+    subprocess.run([str(script), "--linux-only", "--no-test"], check=True, env=env)
+    return found
+
+
+# --- report ----------------------------------------------------------------------------------------------
+
+
+def _ratio(ref: float, mine: float) -> str:
+    """`` (×r)`` with r = the reference's figure / this run's (above 1: faster or smaller)."""
+    return f" (×{ref / mine:.2f})" if mine > 0 else ""
+
+
+def report(sides: list[Side], threads: int) -> None:
+    base = sides[0]
+    print(
+        f"\nprompt: {base.prompt_tokens} tokens ({GRID}x{GRID} image grid), {len(base.tokens)} new tokens, "
+        f"{threads} threads; (×r): PyTorch's time or memory / this row's, or this row's tok/s / PyTorch's\n"
+    )
+    print("| run | vision | prefill | decode | whole run (wall) | peak RSS |")
+    print("|---|---|---|---|---|---|")
+    for side in sides:
+        s, b, first = side.stages, base.stages, side is base
+        cells = [
+            f"{s['vision']:.2f} s" + ("" if first else _ratio(b["vision"], s["vision"])),
+            f"{s['prefill']:.2f} s" + ("" if first else _ratio(b["prefill"], s["prefill"])),
+            f"{side.decode_rate:.2f} tok/s" + ("" if first else _ratio(side.decode_rate, base.decode_rate)),
+            f"{side.wall:.1f} s" + ("" if first else _ratio(base.wall, side.wall)),
+            f"{side.peak_rss / 1e9:.2f} GB" + ("" if first else _ratio(base.peak_rss, side.peak_rss)),
+        ]
+        print(f"| {side.name} | " + " | ".join(cells) + " |")
+    for side in sides[1:]:
+        differ = next(
+            (i for i, (a, b) in enumerate(zip(side.tokens, base.tokens, strict=False)) if a != b), None
+        )
+        agree = f"all {len(base.tokens)}" if differ is None else f"the first {differ}"
+        print(f"{side.name}: {agree} greedy tokens equal PyTorch's")
+
+
+def main() -> int:
+    if len(sys.argv) == 6 and sys.argv[1] == "--torch-child":
+        return torch_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "gsurg-bench-penguin-run")
+    ap.add_argument(
+        "--runner", type=Path, help="a built penguin_vl_run (default: build one into <repo>/build)"
+    )
+    ap.add_argument("--gen", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--skip-fp16", action="store_true")
+    ap.add_argument(
+        "--checkpoint", type=Path, help="another checkpoint (e.g. the tiny one, to try the script)"
+    )
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    runner = ensure_runner(args.runner)
+    ckpt = args.checkpoint.resolve() if args.checkpoint else ensure_checkpoint(args.work)
+    image = make_image(args.work)
+    fp32 = ensure_model(ckpt, args.work / "out", "fp32")
+    sides = [measure_torch(ckpt, image, args.gen, args.threads)]
+    sides.append(measure_runner(runner, fp32, image, args.gen, args.threads, "penguin_vl_run fp32"))
+    if not args.skip_fp16:
+        fp16 = ensure_model(ckpt, args.work / "out-fp16", "fp16")
+        sides.append(
+            measure_runner(runner, fp16, image, args.gen, args.threads, "penguin_vl_run fp16 storage")
+        )
+    report(sides, args.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
