@@ -72,22 +72,14 @@ summary() {
   echo "all phases passed" >&2
 }
 
+# shellcheck source=debs.sh
+. "$SCRIPT_DIR/debs.sh"
 install_debs() {
   local want=(cmake make g++ pkg-config libutf8proc-dev nlohmann-json3-dev libpng-dev libjpeg62-turbo-dev
     zlib1g-dev faketime nasm dpkg-dev xz-utils bzip2)
   [ $do_mingw = 1 ] && want+=(g++-mingw-w64-x86-64-posix gcc-mingw-w64-x86-64-posix binutils-mingw-w64-x86-64
     wine wine64)
-  local missing=()
-  for p in "${want[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  if [ "$(id -u)" != 0 ]; then
-    echo "build_and_test.sh: please install (as root): apt-get install ${missing[*]}" >&2
-    return 1
-  fi
-  apt-get update >&2 && mkdir -p "$CACHE" && touch "$CACHE/.apt-updated" &&
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2
+  ensure_debs build_and_test.sh "${want[@]}"
 }
 
 ncnn_host=""

@@ -41,23 +41,9 @@ done
 
 log() { echo "[build_mingw_deps] $*" >&2; }
 
-ensure_debs() {
-  local missing=()
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  if [ "$(id -u)" != 0 ]; then
-    echo "build_mingw_deps.sh: please install the Debian packages: ${missing[*]}" >&2
-    return 1
-  fi
-  log "apt-get install ${missing[*]}"
-  if [ ! -e "$CACHE/.apt-updated" ] || [ -n "$(find "$CACHE/.apt-updated" -mmin +1440 2>/dev/null)" ]; then
-    apt-get update >&2 && mkdir -p "$CACHE" && touch "$CACHE/.apt-updated"
-  fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2
-}
-ensure_debs cmake make dpkg-dev nasm xz-utils bzip2 nlohmann-json3-dev \
+# shellcheck source=debs.sh
+. "$SCRIPT_DIR/debs.sh"
+ensure_debs build_mingw_deps.sh cmake make dpkg-dev nasm xz-utils bzip2 nlohmann-json3-dev \
   g++-mingw-w64-x86-64-posix gcc-mingw-w64-x86-64-posix binutils-mingw-w64-x86-64
 
 mkdir -p "$CACHE"

@@ -55,27 +55,12 @@ case "$flavor" in full|lean) ;; *) echo "build_ncnn.sh: --flavor must be full or
 
 log() { echo "[build_ncnn $target] $*" >&2; }
 
-# Install Debian packages that are missing (only possible as root; otherwise say what is needed).
-ensure_debs() {
-  local missing=()
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  if [ "$(id -u)" != 0 ]; then
-    echo "build_ncnn.sh: please install the Debian packages: ${missing[*]}" >&2
-    return 1
-  fi
-  log "apt-get install ${missing[*]}"
-  if [ ! -e "$CACHE/.apt-updated" ] || [ -n "$(find "$CACHE/.apt-updated" -mmin +1440 2>/dev/null)" ]; then
-    apt-get update >&2 && mkdir -p "$CACHE" && touch "$CACHE/.apt-updated"
-  fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2
-}
+# shellcheck source=debs.sh
+. "$SCRIPT_DIR/debs.sh"
 
 debs=(cmake make g++ faketime)
 [ "$target" = mingw64 ] && debs+=(g++-mingw-w64-x86-64-posix gcc-mingw-w64-x86-64-posix)
-ensure_debs "${debs[@]}" || log "continuing without: the build may fail"
+ensure_debs build_ncnn.sh "${debs[@]}" || log "continuing without: the build may fail"
 
 # The configuration recorded in the stamp: an install is reused only when it was built this way.
 cmake_args=(
