@@ -31,6 +31,7 @@ import hashlib
 import json
 import math
 import random
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +90,10 @@ def corpus_lines(count: int = 6000, seed: int = 0) -> list[str]:
     return lines
 
 
-def build_tokenizer(bpe_vocab: int = BPE_VOCAB) -> Any:
-    """Train the byte-level BPE, then add the chat tokens and ``<image>``; a ``tokenizers.Tokenizer``."""
+def train_qwen2_bpe(lines: Iterable[str], vocab_size: int) -> Any:
+    """A byte-level BPE in Qwen2's layout (NFC, Qwen2's split regex then byte-level, byte-level decoder and
+    post-processor) trained with HF ``tokenizers`` on ``lines``; no added tokens yet. Deterministic."""
     from tokenizers import (
-        AddedToken,
         Regex,
         Tokenizer,
         decoders,
@@ -114,12 +115,20 @@ def build_tokenizer(bpe_vocab: int = BPE_VOCAB) -> Any:
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=bpe_vocab,
+        vocab_size=vocab_size,
         min_frequency=2,
         show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator(corpus_lines(), trainer=trainer)
+    tok.train_from_iterator(lines, trainer=trainer)
+    return tok
+
+
+def build_tokenizer(bpe_vocab: int = BPE_VOCAB) -> Any:
+    """Train the byte-level BPE, then add the chat tokens and ``<image>``; a ``tokenizers.Tokenizer``."""
+    from tokenizers import AddedToken
+
+    tok = train_qwen2_bpe(corpus_lines(), bpe_vocab)
 
     def added(content: str) -> AddedToken:
         return AddedToken(content, single_word=False, lstrip=False, rstrip=False, normalized=False)

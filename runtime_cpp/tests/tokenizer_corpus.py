@@ -17,12 +17,18 @@ Everything is deterministic (``random.Random`` with fixed seeds, no downloads):
 from __future__ import annotations
 
 import random
+import sys
+from pathlib import Path
 from typing import Any
 
-QWEN2_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
-    r"\s+(?!\S)|\s+"
-)
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+# The tiny Penguin-VL's tokenizer pipeline, trained here on other text.
+from examples.penguin_vl.make_tiny import QWEN2_SPLIT as QWEN2_SPLIT  # noqa: E402  (check_tokenizer uses it)
+from examples.penguin_vl.make_tiny import train_qwen2_bpe  # noqa: E402
+
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<image>"]
 
 WORDS = {
@@ -187,35 +193,9 @@ def training_lines(count: int = 12_000, seed: int = 2) -> list[str]:
 
 def train_tokenizer(vocab_size: int = 6000) -> Any:
     """A ``tokenizers.Tokenizer`` in the Qwen2 layout, trained here, with added tokens of every kind."""
-    from tokenizers import (
-        AddedToken,
-        Regex,
-        Tokenizer,
-        decoders,
-        models,
-        normalizers,
-        pre_tokenizers,
-        processors,
-        trainers,
-    )
+    from tokenizers import AddedToken
 
-    tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
-        ]
-    )
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        min_frequency=2,
-        show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(training_lines(), trainer=trainer)
+    tok = train_qwen2_bpe(training_lines(), vocab_size)
 
     def added(content: str, **flags: bool) -> AddedToken:
         base = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
