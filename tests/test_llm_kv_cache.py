@@ -80,6 +80,10 @@ def test_the_decoder_has_the_kv_cache_interface(converted: dict[str, Path]) -> N
         doc = json.loads((folder / "model.json").read_text())
         assert doc["num_layers"] == layers and doc["decoder"]["cache_inputs"][-1] == f"cache_v{layers - 1}"
         assert doc["nets"]["decoder"]["param"] == "decoder.ncnn.param"
+        config = json.loads(
+            ((converted["untied_ckpt"] if name == "untied" else SHIPPED) / "config.json").read_text()
+        )
+        assert doc["max_positions"] == config["max_position_embeddings"]  # the context a runtime may fill
 
 
 @pytest.mark.parametrize("name", ["default", "untied"])

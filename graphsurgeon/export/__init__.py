@@ -9,7 +9,8 @@ package, so the rest of gsurg never needs them.
   ``package.module:build``; ``load_source`` finds it and ``call_source`` runs it.
 * ``trace_inputs``: checks a spec and derives pnnx's two input shapes (the example one, and one where every
   symbolic dim takes another size).
-* ``pnnx_run``: ``export_all(specs, work_dir)`` traces each module, runs the pnnx executable (``fp16=0``,
+* ``pnnx_run``: ``export_all(specs, work_dir)`` traces each module (``trace_all``), then runs the pnnx
+  executable on each trace (``convert_all``; ``fp16=0``,
   ``inputshape``/``inputshape2``) and checks what it wrote; the result names each sub-model's
   ``.ncnn.param``/``.ncnn.bin`` inside ``work_dir`` (beside pnnx's other outputs and a ``NAME.pnnx.log``;
   the caller removes the folder, or keeps it for debugging).

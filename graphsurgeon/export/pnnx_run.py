@@ -1,4 +1,6 @@
-"""Trace sub-models and convert them with the pnnx executable: ``export_all(specs, work_dir)``.
+"""Trace sub-models and convert them with the pnnx executable: ``export_all(specs, work_dir)``, or its two
+phases ``trace_all`` (needs the modules) and ``convert_all`` (needs only the saved traces, so a caller can
+free the PyTorch model before pnnx, a second copy of every weight, runs).
 
 For each spec (all checked first, see ``trace_inputs``): ``torch.jit.trace`` (``strict=False``, so outputs
 may be lists or dicts; no ``check_trace`` rerun), then the traced module runs at the second shape and must
@@ -142,13 +144,24 @@ def _last_message(log: str) -> str:
     return "(no output)"
 
 
-def _run_pnnx(exe: Path, plan: TracePlan, pt: Path, work_dir: Path) -> tuple[Path, Path, str]:
-    name = plan.spec.name
+@dataclass(frozen=True)
+class TracedModel:
+    """One sub-model traced and saved as ``pt``, with pnnx's shape arguments: all ``convert_all`` needs."""
+
+    name: str
+    pt: Path
+    inputshape: str
+    inputshape2: str | None
+    second: str  # "seq 8 -> 11": the dynamic dims, for progress lines ("" when none)
+
+
+def _run_pnnx(exe: Path, traced: TracedModel, work_dir: Path) -> tuple[Path, Path, str]:
+    name, pt = traced.name, traced.pt
     stem = work_dir / name
     param, bin_ = Path(f"{stem}.ncnn.param"), Path(f"{stem}.ncnn.bin")
-    args = [str(exe), str(pt), "fp16=0", f"inputshape={plan.inputshape}"]
-    if plan.inputshape2 is not None:
-        args.append(f"inputshape2={plan.inputshape2}")
+    args = [str(exe), str(pt), "fp16=0", f"inputshape={traced.inputshape}"]
+    if traced.inputshape2 is not None:
+        args.append(f"inputshape2={traced.inputshape2}")
     args += [
         f"pnnxparam={stem}.pnnx.param",
         f"pnnxbin={stem}.pnnx.bin",
@@ -217,25 +230,49 @@ def _check_output(name: str, param: Path, bin_: Path, log: str) -> None:
         raise ExportError(f"sub-model {name}: the .bin pnnx wrote does not match its .param: {err}") from None
 
 
-def export_all(
+def trace_all(
     specs: Sequence[ExportSpec], work_dir: Path, *, progress: Progress | None = None
-) -> dict[str, ExportedModel]:
-    """Export every spec into ``work_dir`` (created if missing); returns the models by sub-model name."""
+) -> list[TracedModel]:
+    """Check every spec, then trace each and save it as ``work_dir/NAME.pt`` (created if missing). Fails
+    early when pnnx is missing, before any trace."""
     say = progress or (lambda _msg: None)
     plans = plan_all(specs)
-    exe = find_pnnx()
+    find_pnnx()
     work_dir = Path(work_dir).resolve()
     work_dir.mkdir(parents=True, exist_ok=True)
-    out: dict[str, ExportedModel] = {}
+    traced: list[TracedModel] = []
     for plan in plans:
         name = plan.spec.name
         say(f"export {name}: tracing ({plan.inputshape})")
         pt = work_dir / f"{name}.pt"
         _trace(plan).save(str(pt))
-        say(f"export {name}: pnnx" + (f" (second shape: {plan.describe_second()})" if plan.sizes else ""))
-        param, bin_, log = _run_pnnx(exe, plan, pt, work_dir)
+        second = plan.describe_second() if plan.sizes else ""
+        traced.append(TracedModel(name, pt, plan.inputshape, plan.inputshape2, second))
+    return traced
+
+
+def convert_all(
+    traced: Sequence[TracedModel], work_dir: Path, *, progress: Progress | None = None
+) -> dict[str, ExportedModel]:
+    """Run pnnx on each saved trace and check what it wrote; returns the models by sub-model name. The
+    files that hold every weight again (``.pt``, ``.pnnx.bin``, ``.pnnx.onnx``) go once a model converts."""
+    say = progress or (lambda _msg: None)
+    exe = find_pnnx()
+    work_dir = Path(work_dir).resolve()
+    out: dict[str, ExportedModel] = {}
+    for model in traced:
+        name = model.name
+        say(f"export {name}: pnnx" + (f" (second shape: {model.second})" if model.second else ""))
+        param, bin_, log = _run_pnnx(exe, model, work_dir)
         _check_output(name, param, bin_, log)
-        for bulky in (pt, Path(f"{work_dir / name}.pnnx.bin"), Path(f"{work_dir / name}.pnnx.onnx")):
+        for bulky in (model.pt, Path(f"{work_dir / name}.pnnx.bin"), Path(f"{work_dir / name}.pnnx.onnx")):
             bulky.unlink(missing_ok=True)  # each holds every weight again (GBs for an LLM)
         out[name] = ExportedModel(name=name, param=param, bin=bin_)
     return out
+
+
+def export_all(
+    specs: Sequence[ExportSpec], work_dir: Path, *, progress: Progress | None = None
+) -> dict[str, ExportedModel]:
+    """Trace every spec, then convert each with pnnx (``trace_all`` then ``convert_all``)."""
+    return convert_all(trace_all(specs, work_dir, progress=progress), work_dir, progress=progress)

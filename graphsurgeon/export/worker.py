@@ -5,8 +5,10 @@ streams, not the size of the model.
 ``run_job(job, work)`` writes the job as JSON into the work folder, runs ``python -m
 graphsurgeon.export.worker JOBFILE`` and returns its result. A job is either
 
-* ``{"kind": "export", "source", "base", "checkpoint", "variables", "names"}``: call the source, export
-  the named sub-models with pnnx; the result maps each name to its ``.param`` and ``.bin``;
+* ``{"kind": "export", "source", "base", "checkpoint", "variables", "names"}``: call the source, trace the
+  named sub-models, free the modules, then convert each trace with pnnx (so the worker's model and pnnx's
+  copy of the weights are never in memory together); the result maps each name to its ``.param`` and
+  ``.bin``;
 * ``{"kind": "calibration", ...same..., "names"}``: call the source again and save each named sub-model's
   calibration samples (``calibration_inputs``) as ``<name>.calibration.npz`` in the work folder.
 
@@ -16,6 +18,7 @@ error in the parent (an ``ExportError``), anything else its last line.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -84,12 +87,21 @@ def _specs(job: Mapping[str, Any]) -> Any:
     return [spec for spec in specs if spec.name in set(job["names"])]
 
 
+def _trace_job(job: Mapping[str, Any], work: Path) -> Any:
+    """Build the source's modules, trace the named ones into ``work``; the modules die with this frame."""
+    from graphsurgeon.export.pnnx_run import trace_all
+
+    return trace_all(_specs(job), work, progress=_progress)
+
+
 def _work(job: Mapping[str, Any]) -> Any:
     work = Path(job["work"])
     if job["kind"] == "export":
-        from graphsurgeon.export.pnnx_run import export_all
+        from graphsurgeon.export.pnnx_run import convert_all
 
-        exported = export_all(_specs(job), work, progress=_progress)
+        traced = _trace_job(job, work)
+        gc.collect()  # the modules (a whole model in fp32) are unreachable now: free them before pnnx runs
+        exported = convert_all(traced, work, progress=_progress)
         return {name: {"param": os.fspath(m.param), "bin": os.fspath(m.bin)} for name, m in exported.items()}
     if job["kind"] == "calibration":
         from graphsurgeon.export.calibration_inputs import calibration_arrays
