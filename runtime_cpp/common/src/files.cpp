@@ -16,11 +16,20 @@
 namespace pvl {
 
 #ifdef _WIN32
-static std::wstring widen(const std::string& utf8) {
+std::wstring widen(const std::string& utf8) {
   if (utf8.empty()) return std::wstring();
   int n = MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()), nullptr, 0);
   std::wstring out(static_cast<size_t>(n), L'\0');
   MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()), &out[0], n);
+  return out;
+}
+
+std::string narrow(const wchar_t* utf16) {
+  const int len = WideCharToMultiByte(CP_UTF8, 0, utf16, -1, nullptr, 0, nullptr, nullptr);
+  if (len <= 1) return std::string();  // the count includes the terminating NUL
+  std::string out(static_cast<size_t>(len), '\0');
+  WideCharToMultiByte(CP_UTF8, 0, utf16, -1, &out[0], len, nullptr, nullptr);
+  out.resize(static_cast<size_t>(len - 1));
   return out;
 }
 #endif

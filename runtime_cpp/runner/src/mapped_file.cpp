@@ -24,16 +24,6 @@ namespace pvl {
 
 namespace {
 
-#ifdef _WIN32
-std::wstring widen(const std::string& utf8) {
-  if (utf8.empty()) return std::wstring();
-  int n = MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()), nullptr, 0);
-  std::wstring out(static_cast<size_t>(n), L'\0');
-  MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()), &out[0], n);
-  return out;
-}
-#endif
-
 bool seek(std::FILE* f, uint64_t offset) {
 #ifdef _WIN32
   return _fseeki64(f, static_cast<__int64>(offset), SEEK_SET) == 0;

@@ -1,8 +1,8 @@
 // console_smoke: proves that a program built by this project's toolchain runs where the tests run (natively,
 // or a mingw .exe under wine) with the three things the runtime relies on:
 //   1. std::thread (mingw's posix thread model / winpthreads, linked statically);
-//   2. UTF-8 command-line arguments (on Windows read from GetCommandLineW, converted to UTF-8);
-//   3. UTF-8 console output (on Windows the console code page is set to UTF-8; bytes reach a pipe unchanged);
+//   2. UTF-8 command-line arguments (pvl::utf8_args: on Windows from GetCommandLineW, converted to UTF-8);
+//   3. UTF-8 console output (pvl::use_utf8_console: on Windows code page UTF-8; bytes reach a pipe unchanged);
 //   4. a file under a non-ASCII path opened with pvl::read_file (the Windows branch uses _wfopen).
 // Usage: pvl_console_smoke [TEXT [FILE]]. Prints "threads: <sum>", "utf8: <CJK/emoji literal>",
 // "arg: TEXT" and "file: <FILE's first line>"; exits 1 when a step fails.
@@ -12,40 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include "pvl/console.hpp"
 #include "pvl/error.hpp"
 #include "pvl/files.hpp"
 
-#ifdef _WIN32
-#ifndef NOMINMAX
-#define NOMINMAX
-#endif
-#include <windows.h>
-#include <shellapi.h>
-#endif
-
 namespace {
-
-// The command-line arguments as UTF-8 strings (Windows: from the UTF-16 command line, not the ANSI argv).
-std::vector<std::string> utf8_args(int argc, char** argv) {
-  std::vector<std::string> out;
-#ifdef _WIN32
-  (void)argc;
-  (void)argv;
-  int n = 0;
-  LPWSTR* wargv = CommandLineToArgvW(GetCommandLineW(), &n);
-  if (wargv == nullptr) return out;
-  for (int i = 0; i < n; ++i) {
-    int len = WideCharToMultiByte(CP_UTF8, 0, wargv[i], -1, nullptr, 0, nullptr, nullptr);
-    std::string s(len > 0 ? static_cast<size_t>(len - 1) : 0, '\0');
-    if (len > 1) WideCharToMultiByte(CP_UTF8, 0, wargv[i], -1, &s[0], len, nullptr, nullptr);
-    out.push_back(s);
-  }
-  LocalFree(wargv);
-#else
-  for (int i = 0; i < argc; ++i) out.emplace_back(argv[i]);
-#endif
-  return out;
-}
 
 // Sum of 1..n split over `workers` threads; the caller compares it with n(n+1)/2.
 long long threaded_sum(long long n, int workers) {
@@ -65,9 +36,7 @@ long long threaded_sum(long long n, int workers) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef _WIN32
-  SetConsoleOutputCP(CP_UTF8);
-#endif
+  pvl::use_utf8_console();
   const long long n = 100000;
   const long long sum = threaded_sum(n, 4);
   if (sum != n * (n + 1) / 2) {
@@ -78,7 +47,7 @@ int main(int argc, char** argv) {
   // "漢字 かな 한글 😀" spelled as UTF-8 bytes so the source encoding cannot matter.
   std::printf("utf8: %s\n",
               "\xE6\xBC\xA2\xE5\xAD\x97 \xE3\x81\x8B\xE3\x81\xAA \xED\x95\x9C\xEA\xB8\x80 \xF0\x9F\x98\x80");
-  const std::vector<std::string> args = utf8_args(argc, argv);
+  const std::vector<std::string> args = pvl::utf8_args(argc, argv);
   if (args.size() > 1) std::printf("arg: %s\n", args[1].c_str());
   if (args.size() > 2) {
     try {

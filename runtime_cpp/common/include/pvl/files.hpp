@@ -19,4 +19,11 @@ bool is_regular_file(const std::string& path);
 // Joins a folder and a relative name with the platform's separator ('/' works on Windows too).
 std::string join_path(const std::string& folder, const std::string& name);
 
+#ifdef _WIN32
+// UTF-8 -> UTF-16 for the wide Windows calls (_wfopen, CreateFileW, ...), and a NUL-terminated UTF-16
+// string -> UTF-8.
+std::wstring widen(const std::string& utf8);
+std::string narrow(const wchar_t* utf16);
+#endif
+
 }  // namespace pvl
