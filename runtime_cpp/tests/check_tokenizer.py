@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import tokenizer_corpus as corpus
+from tokenizer_sweep import contraction_strings, nfc_strings, sweep_code_points, sweep_strings
 
 HERE = Path(__file__).resolve().parent
 TINY = HERE.parent.parent / "examples" / "penguin_vl" / "tiny" / "tokenizer.json"
@@ -208,60 +209,6 @@ def check_tokenizer(args: argparse.Namespace, name: str, path: Path, report: Rep
     print(
         f"{name}: {len(strings)} strings, {len(id_lists)} id sequences, {len(queries)} token lookups checked"
     )
-
-
-def sweep_code_points() -> tuple[list[int], list[int]]:
-    """Code points of planes 0-3 and 14 plus samples of 15-16, split into assigned (per Python's Unicode
-    database) and the rest."""
-    cps = [*range(0, 0x40000), *range(0xE0000, 0xE1000)]
-    cps += [*range(0xF0000, 0xF0100), *range(0xFFF00, 0x110000), *range(0x100000, 0x100100)]
-    cps = [c for c in cps if not 0xD800 <= c < 0xE000]
-    assigned = [c for c in cps if unicodedata.category(chr(c)) != "Cn"]
-    unassigned = [c for c in cps if unicodedata.category(chr(c)) == "Cn"]
-    return assigned, unassigned
-
-
-def sweep_strings(cps: list[int], chunk: int = 256) -> list[str]:
-    out = []
-    for k in range(0, len(cps), chunk):
-        chars = [chr(c) for c in cps[k : k + chunk]]
-        out.append("".join(chars))
-        out.append("".join("x" + c for c in chars))
-        out.append("".join("!" + c for c in chars))
-        out.append("".join(c + c + " " for c in chars))
-        out.append("".join("'" + c + "x" for c in chars))  # case folding in (?i:'s|'t|...)
-    return out
-
-
-def nfc_strings(count: int = 600, seed: int = 3) -> list[str]:
-    """Random sequences where NFC has work to do: base letters, combining marks of every class (reordered
-    and composed), Hangul jamo, precomposed letters, singletons and composition exclusions."""
-    marks = [chr(c) for c in range(0x300, 0x20000) if unicodedata.combining(chr(c))]
-    bases = [*"aeiouAEIOUnNcCsSzZyYwW", "Α", "ι", "А", "ا", "क", "ก"]
-    bases += ["é", "Å", "ṩ", "Å", "Ω", "豈", "क़", "⫝̸", "̈́"]
-    jamo = [chr(c) for c in (*range(0x1100, 0x1113), *range(0x1161, 0x1176), *range(0x11A8, 0x11C3))]
-    rng = random.Random(seed)
-    out = []
-    for _ in range(count):
-        parts = []
-        for _ in range(rng.randint(1, 12)):
-            kind = rng.random()
-            pool = bases if kind < 0.35 else marks if kind < 0.8 else jamo
-            parts.append(rng.choice(pool))
-        out.append("".join(parts))
-    return out
-
-
-def contraction_strings() -> list[str]:
-    """Every case variant of Qwen2's contractions, followed by a letter, a digit, a space or nothing (the
-    apostrophe follows a letter: after a space, `` ?[^\\s\\p{L}\\p{N}]+`` would take it first)."""
-    variants = []
-    for word in ("s", "t", "re", "ve", "m", "ll", "d"):
-        forms = [""]
-        for ch in word:
-            forms = [f + c for f in forms for c in (ch, ch.upper())]
-        variants += forms
-    return ["y".join("'" + v + tail for v in variants) for tail in ("x", "1", " ", "", "'s")]
 
 
 def check_pretokenizer(args: argparse.Namespace, path: Path, report: Report) -> None:

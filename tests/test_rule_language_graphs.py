@@ -1,52 +1,24 @@
-"""The rule language for whole-model conversions (rule-language issue, items 2-9): paths, several outputs,
-per-match names and arithmetic, facts, signature edits, interfaces, storage policy, side files, include.
+"""The rule language for whole-model conversions (rule-language issue, items 2-6), the graphs: paths,
+several outputs, per-match names and arithmetic, facts, signature edits and interfaces; and a
+replacement that reads a later capture.
 
-Oracles: the ncnn wheel (the written models load and compute), hand-written expectations, and the bytes of
-the written files."""
+Oracles: the ncnn wheel (the written models load and compute) and hand-written expectations.
+The shared models and helpers are in ``tests/rule_language_harness.py``."""
 
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from graphsurgeon.cli import main
-from graphsurgeon.formats.model_bin import walk_bin
 from graphsurgeon.formats.param_text import read_param_text
-from graphsurgeon.ir.weights import TAG_FP16
 from graphsurgeon.rewrite.loader import load_rule_file
 from graphsurgeon.rewrite.yaml_source import RuleFileError
 from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
-
-# Two layers, each "attention-like" with one bottom and one top; weights in a Gemm.
-CHAIN = "7767517\n3 3\nInput in 0 1 x 0=4\nReLU r0 1 1 x a\nReLU r1 1 1 a y\n"
-GEMM = "7767517\n2 2\nInput in 0 1 x 0=3 1=2\nGemm g 1 1 x y 2=0 3=1 4=0 5=1 6=0 7=2 8=4 9=3 10=-1\n"
-
-
-def write(folder: Path, name: str, text: str) -> Path:
-    path = folder / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
-
-def err_line(capsys: pytest.CaptureFixture[str]) -> str:
-    lines = [x for x in capsys.readouterr().err.strip().splitlines() if x.startswith("gsurg: error")]
-    assert len(lines) == 1, lines
-    return lines[0]
-
-
-def gemm_model(folder: Path, weights: np.ndarray | None = None) -> tuple[Path, Path]:
-    """GEMM with B [4,3] (transB=1) written by hand: tag 0 then 12 fp32 values."""
-    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 8 if weights is None else weights
-    param = write(folder, "g.param", GEMM)
-    binf = folder / "g.bin"
-    binf.write_bytes(struct.pack("<I", 0) + w.astype("<f4").tobytes())
-    return param, binf
-
+from tests.rule_language_harness import CHAIN, err_line, write
 
 # ---- 2. paths ---------------------------------------------------------------------------------------------
 
@@ -237,185 +209,6 @@ def test_rules_reach_the_interface_by_renames(tmp_path: Path) -> None:
     )
     assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
     assert "ReLU r1 1 1 a out0" in " ".join((tmp_path / "o" / "m.param").read_text().split())
-
-
-# ---- 7. storage policy and move_weight --------------------------------------------------------------------
-
-
-def test_storage_policy_stores_selected_slots_and_keeps_pinned_ones(tmp_path: Path) -> None:
-    gemm_model(tmp_path)
-    rules = write(
-        tmp_path,
-        "r.yaml",
-        "version: 1\nname: t\ninputs:\n  m: {param: g.param, bin: g.bin}\ngraphs:\n  g:\n    input: m\n"
-        "    storage: {default: fp16}\n",
-    )
-    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
-    graph = read_param_text(tmp_path / "o" / "g.param")
-    (rec,) = walk_bin(graph, tmp_path / "o" / "g.bin")
-    assert rec.tag == TAG_FP16
-    raw = (tmp_path / "o" / "g.bin").read_bytes()[4:]
-    np.testing.assert_array_equal(np.frombuffer(raw, "<f2"), np.arange(12, dtype=np.float16) / 8)
-    pinned = rules.read_text() + (
-        "    rules:\n      - name: keep\n        match: {type: Gemm}\n        expect: {count: 1}\n"
-        "        do: [{weight: {slot: B, storage: fp32}}]\n"
-    )
-    rules.write_text(pinned)
-    assert main(["apply", str(rules), "--out", str(tmp_path / "o2")]) == 0
-    (rec,) = walk_bin(read_param_text(tmp_path / "o2" / "g.param"), tmp_path / "o2" / "g.bin")
-    assert rec.tag == 0
-
-
-def test_storage_policy_overflow_names_the_weight(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    gemm_model(tmp_path, np.full((4, 3), 1e5, np.float32))
-    rules = write(
-        tmp_path,
-        "r.yaml",
-        "version: 1\nname: t\ninputs:\n  m: {param: g.param, bin: g.bin}\ngraphs:\n  g:\n    input: m\n"
-        "    storage: {default: fp32, rules: [{match: {type: Gemm}, slots: [B], storage: fp16}]}\n",
-    )
-    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 2
-    assert "layer g, weight B, offset 0: 12 value(s) overflow fp16" in err_line(capsys)
-
-
-def test_move_weight_converts_exactly_or_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    text = "7767517\n3 3\nInput in 0 1 x 0=3 1=2\nMemoryData c 0 1 w 0=4 1=3\nMatMul mm 2 1 x w y 0=0\n"
-    write(tmp_path, "m.param", text)
-    w = (np.arange(12, dtype=np.float32) - 5) / 4
-    (tmp_path / "m.bin").write_bytes(w.astype("<f4").tobytes())  # MemoryData data is raw fp32 (type 1)
-    shipped = Path(__file__).resolve().parents[1] / "rules" / "matmul-weight-slots.yaml"
-    argv = ["apply", str(shipped), str(tmp_path / "m.param"), "--bin", str(tmp_path / "m.bin")]
-    assert main([*argv, "--out", str(tmp_path / "o")]) == 0  # raw fp32 -> tagged fp32: exact, allowed
-    (rec,) = walk_bin(read_param_text(tmp_path / "o" / "m.param"), tmp_path / "o" / "m.bin")
-    assert rec.tag == 0 and (tmp_path / "o" / "m.bin").read_bytes()[4:] == w.astype("<f4").tobytes()
-    lossy = write(
-        tmp_path, "fp16.yaml", shipped.read_text().replace('to: "%mm.B"}', 'to: "%mm.B", storage: fp16}')
-    )
-    assert main(["apply", str(lossy), *argv[2:], "--out", str(tmp_path / "o2")]) == 0
-    (rec,) = walk_bin(read_param_text(tmp_path / "o2" / "m.param"), tmp_path / "o2" / "m.bin")
-    assert rec.tag == TAG_FP16  # converted as declared
-
-
-# ---- 8. side files ----------------------------------------------------------------------------------------
-
-
-def test_side_files_see_variables_interfaces_and_weight_offsets(tmp_path: Path) -> None:
-    gemm_model(tmp_path)
-    write(
-        tmp_path,
-        "t.json.j2",
-        '{"name": {{ vars.label | json }}, "in": {{ graphs.g.inputs | json }},'
-        ' "w": {{ graphs.g.weights.g.B | json }}, "extra": {{ data.k | json }}}\n',
-    )
-    write(tmp_path, "notes.txt", "copied as is\n")
-    rules = write(
-        tmp_path,
-        "r.yaml",
-        "version: 1\nname: t\nvars: {label: demo}\ninputs:\n  m: {param: g.param, bin: g.bin}\n"
-        "graphs:\n  g:\n    input: m\n    interface: {inputs: [x], outputs: [y]}\n"
-        "side_files:\n  - {template: t.json.j2, output: meta/model.json, data: {k: [1, 2]}}\n"
-        "  - {copy: notes.txt, output: notes.txt}\n  - {copy: nope.txt, output: skip.txt, when: false}\n",
-    )
-    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
-    doc = json.loads((tmp_path / "o" / "meta" / "model.json").read_text())
-    assert doc["name"] == "demo" and doc["in"] == ["x"] and doc["extra"] == [1, 2]
-    w = doc["w"]
-    assert (w["offset"], w["data_offset"], w["tag"], w["storage"], w["shape"]) == (0, 4, 0, "fp32", [4, 3])
-    raw = (tmp_path / "o" / "g.bin").read_bytes()
-    got = np.frombuffer(raw, "<f4", count=12, offset=w["data_offset"]).reshape(w["shape"])
-    np.testing.assert_array_equal(got, np.arange(12, dtype=np.float32).reshape(4, 3) / 8)
-    assert (tmp_path / "o" / "notes.txt").read_text() == "copied as is\n"
-    assert not (tmp_path / "o" / "skip.txt").exists()
-
-
-def test_a_failing_side_file_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    gemm_model(tmp_path)
-    write(tmp_path, "t.j2", "{{ vars.nope }}\n")
-    rules = write(
-        tmp_path,
-        "r.yaml",
-        "version: 1\nname: t\ninputs:\n  m: {param: g.param, bin: g.bin}\ngraphs:\n  g: {input: m}\n"
-        "side_files:\n  - {template: t.j2, output: x.txt}\n",
-    )
-    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 2
-    assert "side file x.txt: template" in err_line(capsys)
-    assert not any(p.is_file() and not p.name.startswith(".") for p in (tmp_path / "o").rglob("*"))
-
-
-# ---- 9. include -------------------------------------------------------------------------------------------
-
-
-def test_include_inherits_vars_inputs_and_graphs_and_the_includer_wins(tmp_path: Path) -> None:
-    write(tmp_path / "shared", "m.param", CHAIN)
-    write(
-        tmp_path / "shared",
-        "base.yaml",
-        "version: 1\nname: base\nvars: {slope: 0.25}\ninputs:\n  m: {param: m.param}\ngraphs:\n"
-        "  a:\n    input: m\n    output: {param: a.param}\n    rules:\n"
-        "      - name: leak\n        match: {type: ReLU, name: r0}\n        expect: {count: 1}\n"
-        "        do: [{set: {slope: '${slope}'}}]\n"
-        "  b: {input: m, output: {param: b.param}}\n",
-    )
-    rules = write(
-        tmp_path,
-        "top.yaml",
-        "version: 1\nname: top\ninclude: [shared/base.yaml]\nvars: {slope: 0.5}\n"
-        "graphs:\n  b: {input: a, output: {param: b2.param}}\n",
-    )
-    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
-    assert "0=0.5" in (tmp_path / "o" / "a.param").read_text()
-    assert "0=0.5" in (tmp_path / "o" / "b2.param").read_text()  # b replaced: it rewrites a
-    assert not (tmp_path / "o" / "b.param").exists()
-    assert main(["apply", str(rules), "--out", str(tmp_path / "o2"), "--set", "slope=0.125"]) == 0
-    assert "0=0.125" in (tmp_path / "o2" / "a.param").read_text()
-
-
-def test_include_cycles_and_errors_name_the_included_file(tmp_path: Path) -> None:
-    write(tmp_path, "a.yaml", "version: 1\nname: a\ninclude: [b.yaml]\ngraphs: {}\n")
-    write(tmp_path, "b.yaml", "version: 1\nname: b\ninclude: [a.yaml]\ngraphs: {}\n")
-    with pytest.raises(RuleFileError, match="include cycle"):
-        load_rule_file(str(tmp_path / "a.yaml"))
-    write(tmp_path, "bad.yaml", "version: 1\nname: bad\ngraphs:\n  g:\n    input: m\n    rulez: []\n")
-    write(tmp_path, "top.yaml", "version: 1\nname: top\ninclude: [bad.yaml]\ngraphs: {}\n")
-    with pytest.raises(RuleFileError, match=r"bad\.yaml:6: graphs\.g\.rulez: Extra inputs"):
-        load_rule_file(str(tmp_path / "top.yaml"))
-
-
-def test_the_schema_covers_sources_interfaces_storage_side_files_and_transforms() -> None:
-    from graphsurgeon.rewrite.loader import json_schema
-
-    schema = json.dumps(json.loads(json_schema()))
-    for name in ("Source", "Interface", "StoragePolicy", "SideFile", "GraphOutput", "PathVar"):
-        assert f'"#/$defs/{name}"' in schema, name
-    for transform in ("repeat_interleave", "reshape", "transpose", "slice"):
-        assert f'"{transform}"' in schema, transform
-
-
-def test_an_including_file_extends_an_included_graph(tmp_path: Path) -> None:
-    write(tmp_path, "m.param", CHAIN)
-    write(
-        tmp_path,
-        "base.yaml",
-        "version: 1\nname: base\ninputs:\n  m: {param: m.param}\ngraphs:\n"
-        "  a:\n    input: m\n    output: {param: a.param}\n    interface: {inputs: [x], outputs: [y]}\n"
-        "    rules:\n      - name: first\n        match: {type: ReLU, name: r0}\n        expect: {count: 1}\n"
-        "        do: [{rename: p}]\n",
-    )
-    top = write(
-        tmp_path,
-        "top.yaml",
-        "version: 1\nname: top\ninclude: [base.yaml]\ngraphs:\n  a:\n    extend: true\n    rules:\n"
-        "      - {name: second, match: {type: ReLU, name: r1}, expect: {count: 1}, do: [{rename: q}]}\n",
-    )
-    rf = load_rule_file(str(top))
-    graph = rf.graphs["a"]
-    assert [r.name for r in graph.rules] == ["first", "second"] and graph.output is not None
-    assert main(["apply", str(top), "--out", str(tmp_path / "o")]) == 0
-    assert [line.split()[1] for line in (tmp_path / "o" / "a.param").read_text().splitlines()[2:]] == [
-        "in",
-        "p",
-        "q",
-    ]
 
 
 def test_a_replacement_that_reads_a_later_capture_keeps_the_graph_in_order(tmp_path: Path) -> None:

@@ -1,11 +1,16 @@
-"""The ``weight`` action of ``gsurg apply`` (graphsurgeon.rewrite.weight_ops): checkpoint tensors by capture,
-transforms, scale, storages, errors and laziness. Checkpoints, .param and .bin files are written by hand here,
-and every expected .bin byte is computed with numpy from the format notes, never by calling gsurg."""
+"""The ``weight`` action of ``gsurg apply`` (graphsurgeon.rewrite.weight_ops), where a weight comes from
+and how it is stored: checkpoint tensors by capture, named and sharded checkpoints, the current data,
+transforms, scale, fp32 / fp16 / bf16 / raw storage; laziness (no tensor is read before the .bin is
+written) and ``Checkpoint.array``.
+
+Checkpoints, .param and .bin files are written by hand (the shared fc model, checkpoint and rule-file
+writer are in ``tests/weight_ops_harness.py``), and every expected .bin byte is computed with numpy from
+the format notes, never by calling gsurg.
+"""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,78 +21,30 @@ from safetensors import safe_open
 
 import graphsurgeon.formats.safetensors as st
 import graphsurgeon.rewrite.write_outputs as apply_mod
-from graphsurgeon.cli import main
 from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
 from tests.safetensors_files import bf16_bytes, write_safetensors
+from tests.weight_ops_harness import (
+    B0,
+    FC_PARAM,
+    TAG_FP32,
+    W0,
+    W1,
+    apply,
+    err_line,
+    f32,
+    fc_checkpoint,
+    fc_model,
+    rules,
+)
 
-TAG_FP32 = b"\x00\x00\x00\x00"
 TAG_FP16 = bytes([0x47, 0x6B, 0x30, 0x01])
 TAG_BF16 = bytes([0x83, 0x8B, 0x34, 0x01])
-
-# fc0: 4 -> 3 with bias; fc1: 3 -> 2 without
-FC_PARAM = (
-    "7767517\n3 3\nInput in 0 1 x 0=4\n"
-    "InnerProduct fc0 1 1 x y 0=3 1=1 2=12\n"
-    "InnerProduct fc1 1 1 y z 0=2 1=0 2=6\n"
-)
-RNG = np.random.default_rng(7)
-W0 = RNG.standard_normal((3, 4)).astype(np.float32)  # torch Linear layout [out, in]
-B0 = RNG.standard_normal(3).astype(np.float32)
-W1 = RNG.standard_normal((2, 3)).astype(np.float32)
-
-
-def f32(values: Any) -> bytes:
-    return np.ascontiguousarray(values, dtype="<f4").tobytes()
 
 
 def bf16_exact(shape: tuple[int, ...], seed: int) -> np.ndarray:
     """Random float32 values exactly representable in bf16 (low 16 bits zero)."""
     vals = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     return ((vals.view("<u4") >> 16) << 16).astype("<u4").view(np.float32)
-
-
-def fc_model(tmp: Path) -> tuple[Path, Path]:
-    param = tmp / "m.param"
-    param.write_text(FC_PARAM)
-    binf = tmp / "m.bin"
-    # placeholders the rules replace: zeros of the right sizes
-    binf.write_bytes(TAG_FP32 + f32(np.zeros(12)) + f32(B0) + TAG_FP32 + f32(np.zeros(6)))
-    return param, binf
-
-
-def fc_checkpoint(tmp: Path) -> Path:
-    """Both weights stored transposed ([in, out]) in fp32, plus a bias and an unrelated tensor."""
-    return write_safetensors(
-        tmp / "model.safetensors",
-        {
-            "model.layers.0.weight": ("F32", (4, 3), f32(W0.T)),
-            "model.layers.1.weight": ("F32", (3, 2), f32(W1.T)),
-            "model.layers.0.bias": ("F32", (3,), f32(B0 * 2)),
-            "model.norm.weight": ("F32", (4,), f32(np.ones(4))),
-        },
-    )
-
-
-def rules(tmp: Path, body: str, checkpoints: dict[str, Path] | None = None, name: str = "r.yaml") -> Path:
-    ck = "".join(f"  {k}: {{path: '{v}'}}\n" for k, v in (checkpoints or {}).items())
-    text = "version: 1\nname: t\n" + (f"checkpoints:\n{ck}" if ck else "") + "graphs:\n  main:\n    rules:\n"
-    text += "".join(f"      {line}\n" for line in body.strip("\n").splitlines())
-    path = tmp / name
-    path.write_text(text)
-    return path
-
-
-def apply(rule: Path, param: Path, binf: Path | None, out: Path, *extra: str) -> int:
-    argv = ["apply", str(rule), str(param)] + (["--bin", str(binf)] if binf else []) + ["--out", str(out)]
-    return main([*argv, *extra])
-
-
-def err_line(capsys: pytest.CaptureFixture[str]) -> str:
-    """The one error line, with the rule name every action error starts with checked and removed."""
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    named = re.match(r"gsurg: error: rule [\w.-]+: (layer .*)", err[0])
-    return f"gsurg: error: {named.group(1)}" if named else err[0]
 
 
 FROM_CAPTURE = r"""
@@ -273,154 +230,6 @@ def test_named_checkpoint_among_several(tmp_path: Path, capsys: pytest.CaptureFi
         "gsurg: error: layer fc0, weight weight: `from` needs a checkpoint, and the rule file declares "
         "several (base, other): name one"
     )
-
-
-ERROR_CASES = [
-    pytest.param(
-        "{slot: weight, from: model.norm.weight}",
-        "layer fc0, weight weight: model.norm.weight [4], 4 elements, but the params load 12 elements [12]",
-        id="wrong-count",
-    ),
-    pytest.param(
-        "{slot: weight, from: 'model.layers.{i}.weight', transforms: [{repeat_interleave: {axis: 0, n: 2}}]}",
-        "layer fc0, weight weight: model.layers.0.weight [4, 3] gives [8, 3] after its transforms, "
-        "24 elements, but the params load 12 elements [12]",
-        id="wrong-count-after-transforms",
-    ),
-    pytest.param(
-        "{slot: weight, from: 'model.layers.{j}.weight'}",
-        "layer fc0, weight weight: tensor template 'model.layers.{j}.weight': expression 'j': unknown name "
-        "'j' (the match has: i, match, name)",
-        id="missing-capture",
-    ),
-    pytest.param(
-        "{slot: weight, from: 'model.layer.{i}.weight'}",
-        "has no tensor 'model.layer.0.weight' (from template 'model.layer.{i}.weight'); "
-        "closest: 'model.layers.0.weight'",
-        id="unknown-tensor",
-    ),
-    pytest.param(
-        "{slot: bias, from: 'model.layers.{i}.bias', storage: fp16}",
-        "layer fc0, weight bias: the slot is loaded raw (type 1), which is fp32 only; storage fp16 needs a "
-        "tagged slot",
-        id="raw-slot-fp16",
-    ),
-    pytest.param(
-        "{slot: weight_scales, from: 'model.layers.{i}.bias'}",
-        "layer fc0, weight weight_scales: its params do not load it (slots loaded: weight, bias)",
-        id="slot-not-loaded",
-    ),
-    pytest.param(
-        "{slot: kernel, from: 'model.layers.{i}.bias'}",
-        "layer fc0, weight kernel: InnerProduct has no such slot (slots loaded: weight, bias)",
-        id="no-such-slot",
-    ),
-    pytest.param(
-        "{slot: weight, from: 'model.layers.{i}.weight', transforms: [{reshape: [5, -1]}]}",
-        "layer fc0, weight weight: transform 1 (reshape([5, -1])) on [4, 3]: reshape([5, -1]) cannot hold "
-        "the 12 elements of [4, 3]",
-        id="transform-does-not-fit",
-    ),
-    pytest.param(
-        "{slot: weight, from: 'model.layers.{i}.weight', checkpoint: nope}",
-        "layer fc0, weight weight: checkpoint 'nope' is not declared in the rule file's checkpoints "
-        "(declared: hf)",
-        id="undeclared-checkpoint",
-    ),
-]
-
-
-@pytest.mark.parametrize(("op", "message"), ERROR_CASES)
-def test_errors_are_one_line_exit_2_and_write_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], op: str, message: str
-) -> None:
-    param, binf = fc_model(tmp_path)
-    ckpt = fc_checkpoint(tmp_path)
-    body = rf"""
-- name: bad
-  match: {{type: InnerProduct, name: 'fc(?P<i>0)'}}
-  expect: {{count: 1}}
-  do:
-    - weight: {op}
-"""
-    out = tmp_path / "out"
-    assert apply(rules(tmp_path, body, {"hf": ckpt}), param, binf, out) == 2
-    line = err_line(capsys)
-    assert line.startswith("gsurg: error: layer fc0, weight "), line
-    assert message in line, line
-    assert not out.exists() or not any(out.iterdir()), "nothing is written"
-
-
-def test_an_unknown_transform_is_refused_when_the_rule_file_loads(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    param, binf = fc_model(tmp_path)
-    ckpt = fc_checkpoint(tmp_path)
-    body = """
-- name: bad
-  match: {type: InnerProduct}
-  expect: {count: 1}
-  do:
-    - weight: {slot: weight, from: model.layers.0.weight, transforms: [transpose, {flip: 0}]}
-"""
-    assert apply(rules(tmp_path, body, {"hf": ckpt}), param, binf, tmp_path / "out") == 2
-    line = err_line(capsys)
-    assert ".yaml:" in line and "do.0.weight.transforms.1: a transform is one of transpose" in line, line
-
-
-def test_errors_without_a_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    param, _ = fc_model(tmp_path)
-    body = """
-- name: bad
-  match: {type: InnerProduct, name: fc0}
-  expect: {count: 1}
-  do:
-    - weight: {slot: weight, transforms: [transpose]}
-"""
-    assert apply(rules(tmp_path, body), param, None, tmp_path / "out") == 2
-    assert err_line(capsys) == (
-        "gsurg: error: layer fc0, weight weight: no current data to transform (name a checkpoint tensor "
-        "with `from`, or give the model's .bin with --bin)"
-    )
-    with_from = body.replace("transforms: [transpose]", "from: x")
-    assert apply(rules(tmp_path, with_from), param, None, tmp_path / "out") == 2
-    assert err_line(capsys) == (
-        "gsurg: error: layer fc0, weight weight: `from` needs a checkpoint, and the rule file declares none"
-    )
-
-
-def test_current_data_of_the_wrong_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    param, binf = fc_model(tmp_path)
-    body = """
-- name: bad
-  match: {type: InnerProduct, name: fc1}
-  expect: {count: 1}
-  do:
-    - weight: {slot: weight, transforms: [{reshape: [2, 3]}, {repeat_interleave: {axis: 0, n: 2}}]}
-"""
-    assert apply(rules(tmp_path, body), param, binf, tmp_path / "out") == 2
-    assert err_line(capsys) == (
-        "gsurg: error: layer fc1, weight weight: current fp32 data [6] gives [4, 3] after its transforms, "
-        "12 elements, but the params load 6 elements [6]"
-    )
-
-
-def test_fp16_overflow_is_reported_at_write_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The one value-dependent check: it can only run when the weight is encoded."""
-    param, binf = fc_model(tmp_path)
-    ckpt = write_safetensors(tmp_path / "big.safetensors", {"w": ("F32", (3, 4), f32(np.full((3, 4), 1e6)))})
-    body = """
-- name: big
-  match: {type: InnerProduct, name: fc0}
-  expect: {count: 1}
-  do:
-    - weight: {slot: weight, from: w, storage: fp16}
-"""
-    out = tmp_path / "out"
-    assert apply(rules(tmp_path, body, {"c": ckpt}), param, binf, out) == 2
-    line = err_line(capsys)
-    assert "layer fc0, weight weight, offset 0: 12 value(s) overflow fp16" in line, line
-    assert not any(out.iterdir())
 
 
 def counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -1,116 +1,41 @@
-"""Malformed inputs through the real CLI entry: exit 2, one ``gsurg: error:`` line naming the exact place
-(file:line for text .param, layer / weight / byte offset for .bin and .param.bin), no traceback, no output
-file (writes are atomic) and untouched inputs.
+"""Malformed inputs through the real CLI entry, one table of cases (text .param header, layer lines and
+params, non-text files, .bin against the fc fixture, .param.bin, synth-bin): exit 2, one ``gsurg: error:``
+line naming the exact place (file:line for text .param, layer / weight / byte offset for .bin and
+.param.bin), no traceback, no output file (writes are atomic) and untouched inputs.
 
 Offsets and line numbers are computed by hand from the file formats (text header and layer lines; .bin
-records: tag + payload); they are not read back from gsurg.
+records: tag + payload); they are not read back from gsurg. The fixtures and case builders are in
+``tests/bad_input_harness.py``.
 """
 
 from __future__ import annotations
 
 import re
 import struct
-import subprocess
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from graphsurgeon.cli import main
-
-MAGIC = 7767517
-H = f"{MAGIC}\n"  # line 1; the counts are line 2, the first layer line 3
-IN = "Input in 0 1 x\n"  # line 3 in every one-layer fixture below
-
-
-def two_layers(line4: str, counts: str = "2 2") -> str:
-    """Magic (line 1), counts (line 2), ``Input in`` (line 3) and the layer under test (line 4)."""
-    return f"{H}{counts}\n{IN}{line4}\n"
-
-
-def i32(*values: int) -> bytes:
-    return struct.pack(f"<{len(values)}i", *values)
-
-
-# ---- the weight fixture ------------------------------------------------------------------------
-# InnerProduct fc: 0=num_output 3, 1=bias_term 1, 2=weight_data_size 12. Its .bin is
-#   offset 0: 4-byte tag (0 = fp32), offset 4: 12 fp32 weights (48 bytes), offset 52: 3 raw fp32 biases,
-#   end at 64.
-FC_PARAM = H + "3 3\nInput in 0 1 x 0=4\nInnerProduct fc 1 1 x y 0=3 1=1 2=12\nReLU r 1 1 y z\n"
-WEIGHTS = (np.arange(12, dtype=np.float32) + 1) * np.float32(0.25)  # 0.25, 0.5, … : fp32-looking words
-BIAS = np.array([0.5, -0.5, 1.5], dtype=np.float32)
-TAG_FP32 = i32(0)
-TAG_FP16 = (0x01306B47).to_bytes(4, "little")
-GOOD_BIN = TAG_FP32 + WEIGHTS.tobytes() + BIAS.tobytes()
-assert len(GOOD_BIN) == 64
-
-# A .bin written for "InnerProduct 0=4 1=1 2=16": 4 + 64 + 16 = 84 bytes; and for "0=2 1=1 2=8": 4 + 32 + 8.
-BIN_FOR_WIDER_FC = TAG_FP32 + np.ones(16, np.float32).tobytes() + np.ones(4, np.float32).tobytes()
-BIN_FOR_NARROWER_FC = TAG_FP32 + np.ones(8, np.float32).tobytes() + np.ones(2, np.float32).tobytes()
-assert (len(BIN_FOR_WIDER_FC), len(BIN_FOR_NARROWER_FC)) == (84, 44)
-
-
-@dataclass(frozen=True)
-class Case:
-    """One malformed input. ``files`` are written into tmp_path; ``argv`` and ``expect`` may use
-    ``{tmp}`` for tmp_path. ``outputs`` must not exist afterwards."""
-
-    files: dict[str, bytes]
-    argv: list[str]
-    expect: list[str]
-    outputs: list[str] = field(default_factory=lambda: ["out.param"])
-    forbid: list[str] = field(default_factory=list)
-
-
-def text_case(text: str | bytes, line: int, *extra: str, name: str = "bad.param") -> Case:
-    """``gsurg fmt bad.param -o out.param``; the error must name ``bad.param:<line>:``."""
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    return Case(
-        files={name: data},
-        argv=["fmt", f"{{tmp}}/{name}", "-o", "{tmp}/out.param"],
-        expect=[f"{{tmp}}/{name}:{line}:", *extra],
-    )
-
-
-def bin_case(data: bytes, *expect: str, param: str = FC_PARAM, names: str = "m.bin") -> Case:
-    """``gsurg fmt m.param --bin m.bin -o out.param --out-bin out.bin``; the error must name the .bin (or,
-    when the params themselves are wrong, the file ``names``)."""
-    return Case(
-        files={"m.param": param.encode(), "m.bin": data},
-        argv=[
-            "fmt",
-            "{tmp}/m.param",
-            "-o",
-            "{tmp}/out.param",
-            "--bin",
-            "{tmp}/m.bin",
-            "--out-bin",
-            "{tmp}/out.bin",
-        ],
-        expect=[f"{{tmp}}/{names}", *expect],
-        outputs=["out.param", "out.bin"],
-    )
-
-
-def param_bin_case(data: bytes, *expect: str) -> Case:
-    return Case(
-        files={"m.param.bin": data},
-        argv=["fmt", "{tmp}/m.param.bin", "-o", "{tmp}/out.param"],
-        expect=["{tmp}/m.param.bin", *expect],
-    )
-
-
-def synth_case(text: str, *expect: str, forbid: tuple[str, ...] = ()) -> Case:
-    return Case(
-        files={"s.param": text.encode()},
-        argv=["synth-bin", "{tmp}/s.param", "-o", "{tmp}/out.bin"],
-        expect=list(expect),
-        outputs=["out.bin"],
-        forbid=list(forbid),
-    )
-
+from tests.bad_input_harness import (
+    BIAS,
+    BIN_FOR_NARROWER_FC,
+    BIN_FOR_WIDER_FC,
+    FC_PARAM,
+    GOOD_BIN,
+    IN,
+    MAGIC,
+    TAG_FP16,
+    WEIGHTS,
+    Case,
+    H,
+    bin_case,
+    i32,
+    param_bin_case,
+    synth_case,
+    text_case,
+    two_layers,
+)
 
 LONG_VALUE = "1." + "0" * 126  # 128 characters
 CASES = [
@@ -407,74 +332,3 @@ def test_the_fixtures_themselves_are_valid(tmp_path: Path, capsys: pytest.Captur
     assert main(["synth-bin", str(tmp_path / "m.param"), "-o", str(tmp_path / "s.bin")]) == 0
     assert (tmp_path / "s.bin").stat().st_size == 64
     assert capsys.readouterr().err == ""
-
-
-def test_missing_bin_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "m.param").write_text(FC_PARAM)
-    code = main(
-        [
-            "fmt",
-            str(tmp_path / "m.param"),
-            "-o",
-            str(tmp_path / "o.param"),
-            "--bin",
-            str(tmp_path / "nope.bin"),
-            "--out-bin",
-            str(tmp_path / "o.bin"),
-        ]
-    )
-    err = capsys.readouterr().err
-    assert code == 2
-    assert err.count("\n") == 1 and err.startswith("gsurg: error: ")
-    assert str(tmp_path / "nope.bin") in err and "cannot read" in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.param"]
-
-
-def test_a_late_failure_leaves_no_output_bin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "m.param").write_text(FC_PARAM)
-    (tmp_path / "m.bin").write_bytes(GOOD_BIN)
-    (tmp_path / "out.param").mkdir()
-    code = main(
-        [
-            "fmt",
-            str(tmp_path / "m.param"),
-            "-o",
-            str(tmp_path / "out.param"),
-            "--bin",
-            str(tmp_path / "m.bin"),
-            "--out-bin",
-            str(tmp_path / "out.bin"),
-        ]
-    )
-    err = capsys.readouterr().err
-    assert code == 2
-    assert err.count("\n") == 1 and err.startswith("gsurg: error: ") and "Traceback" not in err
-    assert not (tmp_path / "out.bin").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.bin", "m.param", "out.param"]
-
-
-def test_unquoted_string_with_a_quote_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    text = two_layers('Reshape r 1 1 x y 6=a"b')
-    (tmp_path / "q.param").write_text(text)
-    assert main(["fmt", str(tmp_path / "q.param"), "-o", str(tmp_path / "o.param")]) == 0
-    assert (tmp_path / "o.param").read_text() == text
-
-
-def test_cli_subprocess_missing_input(tmp_path: Path) -> None:
-    missing = tmp_path / "does-not-exist.param"
-    proc = subprocess.run(
-        [sys.executable, "-m", "graphsurgeon.cli", "fmt", str(missing), "-o", "x"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("gsurg: error: ")
-    assert str(missing) in lines[0]
-    assert proc.stdout == ""
-    assert not (tmp_path / "x").exists()
