@@ -6,7 +6,7 @@ place, subnormals included) for ``--set storage=fp16`` — and fails, naming the
 a copy is changed. Also the untied bf16 sharded variant of the LLM half (rules/llm-kv-cache.yaml).
 
 Oracle: ``gsurg diff-bin`` reading the written files and the safetensors checkpoint (it is tested against
-hand-made files in test_diff_bin.py); which tensor each weight holds is written out by hand below for the
+hand-made files in test_diff_bin_*.py); which tensor each weight holds is written out by hand below for the
 tied embedding."""
 
 from __future__ import annotations
