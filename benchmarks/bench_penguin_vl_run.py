@@ -4,12 +4,14 @@ dimensions (random weights), in one script run:
 
 * one 196×196 image (a 14×14 patch grid: 196 image tokens, about 223 prompt tokens with the chat template)
   and one prompt, 32 new tokens (EOS ignored on both sides), 2 threads on both sides;
-* for each side: vision time, prefill time, decode tokens/s, the whole run's wall time and its peak RSS
+* for each side: load time (weights read from a warm page cache), vision time, prefill time, decode
+  tokens/s, the whole run's wall time (the PyTorch child's includes importing torch) and its peak RSS
   (``ru_maxrss`` of the child process; each side runs in its own child so neither counts the other);
 * ``penguin_vl_run`` on the fp32 conversion and on ``--set storage=fp16``; the reference is fp32 eager
   PyTorch on the bf16 checkpoint widened to fp32 (``examples/penguin_vl/model.py``, with a KV cache).
 
     python benchmarks/bench_penguin_vl_run.py [--work DIR] [--runner PATH] [--gen 32] [--threads 2]
+        [--repeat 3]
 
 ``--work`` is reused: the checkpoint (``DIR/penguin-vl-2b-random``, as ``bench_penguin_vl.py --keep DIR``
 writes it), the fp32 conversion (``DIR/out``) and the fp16 one (``DIR/out-fp16``) are made only when
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,6 +58,16 @@ class Side:
     def decode_rate(self) -> float:
         steps = max(len(self.tokens) - 1, 0)  # the first new token comes from the prefill's logits
         return steps / self.stages["decode"] if self.stages.get("decode") else 0.0
+
+
+def warm_page_cache(folder: Path) -> None:
+    """Read every file of ``folder`` once, so each side loads its weights from memory, not from the disk
+    (the runs between evict each other's files: a cold load doubled the runtime's load time here)."""
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            with open(path, "rb") as fh:
+                while fh.read(1 << 24):
+                    pass
 
 
 def run_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str, str]:
@@ -115,6 +128,7 @@ def torch_child(checkpoint: Path, image: Path, gen: int, threads: int) -> int:
 
 
 def measure_torch(checkpoint: Path, image: Path, gen: int, threads: int) -> Side:
+    warm_page_cache(checkpoint)
     argv = [sys.executable, __file__, "--torch-child", str(checkpoint), str(image), str(gen), str(threads)]
     wall, rss, stdout, _ = run_child(argv)
     data = json.loads(stdout.strip().splitlines()[-1])
@@ -131,6 +145,7 @@ _STAGE_LINE = re.compile(r"^(load|preprocess|vision|prefill|decode):.*?([0-9.]+)
 def measure_runner(runner: Path, model: Path, image: Path, gen: int, threads: int, name: str) -> Side:
     argv = [str(runner), "--model", str(model), "--image", str(image), "--prompt", PROMPT, "--gen", str(gen)]
     argv += ["--threads", str(threads), "--ignore-eos", "--print-ids", "--verbose"]
+    warm_page_cache(model)
     wall, rss, stdout, stderr = run_child(argv)
     stages = {m.group(1): float(m.group(2)) for m in _STAGE_LINE.finditer(stderr)}
     ids = json.loads(stdout.strip().splitlines()[-1])
@@ -189,17 +204,19 @@ def _ratio(ref: float, mine: float) -> str:
     return f" (×{ref / mine:.2f})" if mine > 0 else ""
 
 
-def report(sides: list[Side], threads: int) -> None:
+def report(sides: list[Side], threads: int, repeat: int) -> None:
     base = sides[0]
     print(
         f"\nprompt: {base.prompt_tokens} tokens ({GRID}x{GRID} image grid), {len(base.tokens)} new tokens, "
-        f"{threads} threads; (×r): PyTorch's time or memory / this row's, or this row's tok/s / PyTorch's\n"
+        f"{threads} threads, median of {repeat} runs per row; (×r): PyTorch's time or memory / this row's, "
+        "or this row's tok/s / PyTorch's\n"
     )
-    print("| run | vision | prefill | decode | whole run (wall) | peak RSS |")
-    print("|---|---|---|---|---|---|")
+    print("| run | load | vision | prefill | decode | whole run (wall) | peak RSS |")
+    print("|---|---|---|---|---|---|---|")
     for side in sides:
         s, b, first = side.stages, base.stages, side is base
         cells = [
+            f"{s['load']:.2f} s" + ("" if first else _ratio(b["load"], s["load"])),
             f"{s['vision']:.2f} s" + ("" if first else _ratio(b["vision"], s["vision"])),
             f"{s['prefill']:.2f} s" + ("" if first else _ratio(b["prefill"], s["prefill"])),
             f"{side.decode_rate:.2f} tok/s" + ("" if first else _ratio(side.decode_rate, base.decode_rate)),
@@ -215,6 +232,20 @@ def report(sides: list[Side], threads: int) -> None:
         print(f"{side.name}: {agree} greedy tokens equal PyTorch's")
 
 
+def median_side(runs: list[Side]) -> Side:
+    """The median of each figure over repeated runs of one side (their tokens must agree)."""
+    first = runs[0]
+    if any(r.tokens != first.tokens for r in runs):
+        raise SystemExit(f"{first.name}: repeated runs gave different tokens")
+
+    def mid(values: list[float]) -> float:
+        return float(statistics.median(values))
+
+    stages = {k: mid([r.stages[k] for r in runs]) for k in first.stages}
+    wall, rss = mid([r.wall for r in runs]), int(mid([r.peak_rss for r in runs]))
+    return Side(first.name, wall, rss, stages, first.prompt_tokens, first.tokens)
+
+
 def main() -> int:
     if len(sys.argv) == 6 and sys.argv[1] == "--torch-child":
         return torch_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
@@ -226,6 +257,7 @@ def main() -> int:
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--skip-fp16", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per side; the table shows medians")
     ap.add_argument(
         "--checkpoint", type=Path, help="another checkpoint (e.g. the tiny one, to try the script)"
     )
@@ -235,14 +267,16 @@ def main() -> int:
     ckpt = args.checkpoint.resolve() if args.checkpoint else ensure_checkpoint(args.work)
     image = make_image(args.work)
     fp32 = ensure_model(ckpt, args.work / "out", "fp32")
-    sides = [measure_torch(ckpt, image, args.gen, args.threads)]
-    sides.append(measure_runner(runner, fp32, image, args.gen, args.threads, "penguin_vl_run fp32"))
-    if not args.skip_fp16:
-        fp16 = ensure_model(ckpt, args.work / "out-fp16", "fp16")
-        sides.append(
-            measure_runner(runner, fp16, image, args.gen, args.threads, "penguin_vl_run fp16 storage")
-        )
-    report(sides, args.threads)
+    fp16 = None if args.skip_fp16 else ensure_model(ckpt, args.work / "out-fp16", "fp16")
+    runs: dict[str, list[Side]] = {}
+    for _ in range(args.repeat):  # the sides interleaved, so a slow spell of the machine hits all of them
+        runs.setdefault("torch", []).append(measure_torch(ckpt, image, args.gen, args.threads))
+        side = measure_runner(runner, fp32, image, args.gen, args.threads, "penguin_vl_run fp32")
+        runs.setdefault("fp32", []).append(side)
+        if fp16 is not None:
+            side = measure_runner(runner, fp16, image, args.gen, args.threads, "penguin_vl_run fp16 storage")
+            runs.setdefault("fp16", []).append(side)
+    report([median_side(r) for r in runs.values()], args.threads, args.repeat)
     return 0
 
 
