@@ -70,11 +70,11 @@ def warm_page_cache(folder: Path) -> None:
                     pass
 
 
-def run_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str, str]:
+def run_child(argv: list[str]) -> tuple[float, int, str, str]:
     """Run ``argv`` to the end -> (wall seconds, peak RSS bytes of that child, stdout, stderr)."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - start
