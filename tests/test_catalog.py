@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ncnn
 import pytest
 
@@ -58,3 +60,22 @@ def test_expression_language_is_safe_and_c_like() -> None:
         evaluate("x.y", {"x": 1})
     with pytest.raises(CatalogError):
         evaluate("1 // 0", {})
+
+
+def test_the_kv_cache_tops_of_attention_are_opaque() -> None:
+    """R1020's net.cpp preserves the layout of exactly these tops: tops 1 and 2 of an SDPA or
+    MultiHeadAttention (written by hand from ``Extractor::extract``); no other layer's."""
+    catalog = load_catalog()
+    for name in ("SDPA", "MultiHeadAttention"):
+        spec = catalog.layers[name]
+        assert [spec.is_opaque_output(i) for i in range(4)] == [False, True, True, False], name
+    assert {n for n, s in catalog.layers.items() if s.opaque_outputs} == {"SDPA", "MultiHeadAttention"}
+    split = catalog.layers["Split"]
+    assert split.output_role(7) == "output" and not split.is_opaque_output(7)
+
+
+def test_an_opaque_output_must_be_an_output_role(tmp_path: Path) -> None:
+    bad = tmp_path / "catalog.yaml"
+    bad.write_text("Foo:\n  index: 0\n  outputs: [output]\n  opaque_outputs: [cache]\n")
+    with pytest.raises(CatalogError, match=r"opaque_outputs \['cache'\] are not output roles"):
+        load_catalog(bad)

@@ -7,7 +7,13 @@ every calibration sample of the export it came from. Sample tensor ``i`` feeds t
 it; graph inputs no sample covers (a KV cache a rule added) get an empty Mat, which ncnn reads as "nothing
 yet". Every blob is extracted, in graph order, and reduced at once to its largest finite ``|x|`` and its
 count of inf/NaN values, so nothing but one blob is held at a time. Integer inputs (token ids) are not
-activations and are not measured.
+activations and are not measured, and neither are the tops the catalog calls opaque (``opaque_outputs``:
+the KV caches an SDPA or MultiHeadAttention returns with ``7=1``). ncnn keeps those in a panel layout of
+its own with spare capacity and hands them out unconverted, so read as an array they hold padding that was
+never written: their "maximum" depends on what the heap held before (the order of extraction, the samples,
+the machine's panel width), and extracting them one after another without a KV-cache allocator can crash
+the wheel. Their values are the layer's key/value bottoms, which are measured, and the past caches are
+empty here, so no layer's mark depends on them; the sidecar lists them as ``outputs_opaque``.
 
 A watched layer (``calibrate.match``; default every layer but Input, which computes nothing) is **above the
 limit** when any blob it reads or writes has ``|x| > limit`` or a non-finite value: ncnn casts a layer's
@@ -67,6 +73,7 @@ class CalibrationReport:
     fed: list[str] = field(default_factory=list)  # graph inputs the samples feed, in sample order
     empty_inputs: list[str] = field(default_factory=list)  # graph inputs fed an empty Mat
     id_inputs: list[str] = field(default_factory=list)  # integer inputs, not measured
+    opaque: list[str] = field(default_factory=list)  # tops held in ncnn's own layout, not measured
     marked: list[Mark] = field(default_factory=list)
     layer_ids: set[int] = field(default_factory=set)  # the marked layers, by id (not reported)
 
@@ -87,6 +94,7 @@ class CalibrationReport:
             "inputs_fed": self.fed,
             "inputs_empty": self.empty_inputs,
             "inputs_ids": self.id_inputs,
+            "outputs_opaque": self.opaque,
             "marked": {
                 m.layer: {"blob": m.blob, "side": m.side, "max_abs": m.value}
                 | ({"nonfinite": m.nonfinite} if m.nonfinite else {})
@@ -122,6 +130,18 @@ def export_inputs(graph: Graph) -> dict[int, Blob]:
         m = _PNNX_INPUT.match(blob.name)
         if m:
             out[int(m.group(1))] = blob
+    return out
+
+
+def opaque_tops(graph: Graph) -> list[str]:
+    """The tops, in graph order, whose Mat ncnn keeps in a layout of its own (the catalog's
+    ``opaque_outputs`` of each layer's type): not activations, never measured."""
+    out = []
+    for layer in graph.layers:
+        spec = graph.catalog.get(layer.type)
+        if spec is None or not spec.opaque_outputs:
+            continue
+        out += [blob.name for i, blob in enumerate(layer.outputs) if spec.is_opaque_output(i)]
     return out
 
 
@@ -165,6 +185,7 @@ def calibrate_graph(
     report.id_inputs = [
         name for name, arr in zip(report.fed, samples[0], strict=True) if arr.dtype.kind in "iu"
     ]
+    report.opaque = opaque_tops(graph)
     with tempfile.TemporaryDirectory(prefix="gsurg-calibrate-", dir=scratch) as tmp:
         param, weights = Path(tmp) / "graph.param", Path(tmp) / "graph.bin"
         write_param_text(graph, param)
@@ -191,7 +212,7 @@ def _measure(
         net = fp32_net(param, weights)
     except VerifyError as err:
         raise CalibrationError(f"graph {label}: calibration: {err}") from None
-    skip = set(report.id_inputs) | set(report.empty_inputs)
+    skip = set(report.id_inputs) | set(report.empty_inputs) | set(report.opaque)
     try:
         for k, sample in enumerate(samples):
             if len(sample) != len(report.fed):

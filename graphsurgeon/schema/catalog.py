@@ -105,6 +105,7 @@ class LayerSpec:
     outputs: tuple[str, ...] | None = None
     inplace: bool = False
     doc: str = ""
+    opaque_outputs: tuple[str, ...] = ()  # output roles whose Mat holds ncnn's own layout, not values
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {p.name: p for p in self.params.values()})
@@ -119,6 +120,23 @@ class LayerSpec:
 
     def has_param(self, name: str) -> bool:
         return name in self._by_name  # type: ignore[attr-defined]
+
+    def output_role(self, index: int) -> str | None:
+        """The role of top ``index`` (``?`` and ``*`` marks dropped; a variadic role covers every later
+        top), or None when the catalog lists no roles or fewer than ``index + 1``."""
+        if self.outputs is None or index < 0:
+            return None
+        for i, role in enumerate(self.outputs):
+            if role.endswith("*"):
+                return role[:-1]
+            if i == index:
+                return role.rstrip("?")
+        return None
+
+    def is_opaque_output(self, index: int) -> bool:
+        """True when top ``index`` is one ncnn keeps in a storage layout of its own (``opaque_outputs``):
+        its elements, read as an array, are not the activation's values."""
+        return self.output_role(index) in self.opaque_outputs
 
     def env(self, explicit: Mapping[int, Any]) -> dict[str, Any]:
         """Effective value of every param by name, plus ``derived`` values.
@@ -245,6 +263,7 @@ def _build_layer(type_name: str, raw: Mapping[str, Any]) -> LayerSpec:
         outputs=_tuple_or_none(raw.get("outputs")),
         inplace=bool(raw.get("inplace", False)),
         doc=raw.get("doc", ""),
+        opaque_outputs=tuple(raw.get("opaque_outputs") or ()),
     )
     _check_layer(spec)
     return spec
@@ -262,6 +281,10 @@ def _check_layer(spec: LayerSpec) -> None:
         missing = names_in(expr) - known
         if missing:
             raise CatalogError(f"catalog {spec.type}: expression {expr!r} reads unknown {sorted(missing)}")
+    roles = {r.rstrip("?*") for r in spec.outputs or ()}
+    stray = sorted(set(spec.opaque_outputs) - roles)
+    if stray:
+        raise CatalogError(f"catalog {spec.type}: opaque_outputs {stray} are not output roles")
     if len({p.name for p in spec.params.values()}) != len(spec.params):
         raise CatalogError(f"catalog {spec.type}: duplicate param names")
     if any(pid in (30, 31) or not 0 <= pid < 32 for pid in spec.params):
