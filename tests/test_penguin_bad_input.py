@@ -50,7 +50,9 @@ def _vision_layers(n: int, *, both: bool) -> Callable[[Path], None]:
     def edit(ckpt: Path) -> None:
         _config(ckpt, lambda c: c["vision_encoder_config"].__setitem__("num_hidden_layers", n))
         if both:  # the encoder's own config.json agrees, so only the weights disagree
-            _config(ckpt, lambda c: c.__setitem__("num_hidden_layers", n), "vision_encoder/config.json")
+            _config(
+                ckpt, lambda c: c.__setitem__("num_hidden_layers", n), "penguinvl_vision_encoder/config.json"
+            )
 
     return edit
 
@@ -76,7 +78,7 @@ BROKEN: dict[str, tuple[Callable[[Path], None], list[str]]] = {
     ),
     "vision-configs-differ": (
         _vision_layers(3, both=False),
-        ["{ckpt}/vision_encoder/config.json: num_hidden_layers 2 differ", "{ckpt}/config.json"],
+        ["{ckpt}/penguinvl_vision_encoder/config.json: num_hidden_layers 2 differ", "{ckpt}/config.json"],
     ),
 }
 

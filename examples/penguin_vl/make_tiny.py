@@ -7,9 +7,13 @@ tensor names, and a byte-level BPE tokenizer trained here.
   ``image_token_index`` and ``eos_token_id`` from the tokenizer, ``tie_word_embeddings``, …) with small
   sizes: vision hidden 64, 2 layers, 4 heads / 2 kv heads, head_dim 32 (so the q width 128 differs from
   the hidden width, as 2048 vs 1024 in the real encoder), LLM hidden 64, 2 layers, 4 / 2 heads, head_dim 32;
-  ``vision_encoder/config.json`` holds the encoder's own copy, as the official folder layout does;
-* ``preprocessor_config.json``: the official processor settings, except ``max_tokens`` (256 instead of
-  16384) so the corpus images give a few hundred patches and tests stay fast;
+* ``penguinvl_vision_encoder/``, the folder ``vision_encoder`` / ``mm_vision_encoder`` name, as the official
+  layout has it: the encoder's own ``config.json`` and ``preprocessor_config.json``. The official
+  ``build_vision_encoder`` accepts only a name containing ``penguinvl`` and reads both files from it (it
+  opens the name as given, so run the official code from inside this folder);
+* ``preprocessor_config.json`` (also in the encoder folder): the official processor settings, except
+  ``max_tokens`` (256 instead of 16384) so the corpus images give a few hundred patches and tests stay
+  fast;
 * ``tokenizer.json`` (Qwen2's split regex + ByteLevel, BPE trained on text generated in ``corpus_lines``),
   with ``<|endoftext|>``, ``<|im_start|>``, ``<|im_end|>``, ``<think>``, ``</think>`` and ``<image>`` added
   after the BPE vocabulary in that order (as in the real vocabulary), ``tokenizer_config.json`` and
@@ -42,6 +46,8 @@ from .config import IMAGE_TOKEN, config_from_dict
 
 SHIPPED = Path(__file__).resolve().parent / "tiny"
 """The embedded default: ``make_tiny(SHIPPED)`` with the default arguments."""
+VISION_FOLDER = "penguinvl_vision_encoder"
+"""The encoder's sub-folder; the official ``build_vision_encoder`` requires ``penguinvl`` in its name."""
 
 QWEN2_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
@@ -225,8 +231,8 @@ def model_config(ids: dict[str, int], tied: bool, dtype: str) -> dict[str, Any]:
         vocab_size=len(ids),
         tie_word_embeddings=tied,
         torch_dtype={"fp32": "float32", "bf16": "bfloat16"}[dtype],
-        vision_encoder="vision_encoder",
-        mm_vision_encoder="vision_encoder",
+        vision_encoder=VISION_FOLDER,
+        mm_vision_encoder=VISION_FOLDER,
         vision_encoder_config=vision_config(),
         vision_projector_type="mlp2x_gelu",
         vision_hidden_size=64,
@@ -357,7 +363,7 @@ def make_tiny(
     if dtype not in ("fp32", "bf16") or shards < 1:
         raise ValueError(f"dtype must be fp32 or bf16 and shards >= 1, not {dtype!r}, {shards}")
     folder = Path(folder)
-    (folder / "vision_encoder").mkdir(parents=True, exist_ok=True)
+    (folder / VISION_FOLDER).mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(bpe_vocab)
     tok.save(str(folder / "tokenizer.json"))
     ids = dict(tok.get_vocab(with_added_tokens=True))
@@ -366,8 +372,9 @@ def make_tiny(
     _write_json(folder / "special_tokens_map.json", special_tokens_map())
     raw = model_config(ids, tied, dtype)
     _write_json(folder / "config.json", raw)
-    _write_json(folder / "vision_encoder" / "config.json", vision_config())
-    _write_json(folder / "preprocessor_config.json", preprocessor_config())
+    _write_json(folder / VISION_FOLDER / "config.json", vision_config())
+    for where in (folder, folder / VISION_FOLDER):
+        _write_json(where / "preprocessor_config.json", preprocessor_config())
     shapes = tensor_shapes(config_from_dict(raw))
     _write_weights(folder, random_tensors(shapes, seed), dtype, shards)
     return folder
