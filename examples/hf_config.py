@@ -120,9 +120,9 @@ def _tokenizer_eos(folder: Path, vocab_size: int) -> tuple[int, ...]:
     cfg_path = folder / TOKENIZER_CONFIG
     tok_cfg = read_json(cfg_path, required=False)
     eos = token_content(tok_cfg.get("eos_token")) if tok_cfg is not None else None
-    if eos is None or not (folder / TOKENIZER).is_file():
+    if eos is None:
         return ()
-    ids = token_ids(folder)
+    ids = token_ids(folder)  # a named eos_token without tokenizer.json to give its id is an error
     if eos not in ids:
         raise CheckpointError(f"{cfg_path}: eos_token {eos!r} is not in {folder / TOKENIZER}")
     return _ids(ids[eos], "eos_token", str(cfg_path), vocab_size)

@@ -138,6 +138,15 @@ def test_eos_from_the_tokenizer_files_when_no_config_names_one(saved: Path, tmp_
     assert load_config(folder).eos_token_ids == (eos_id,) == (21,)
 
 
+def test_a_tokenizer_eos_without_tokenizer_json_is_named(saved: Path, tmp_path: Path) -> None:
+    """An EOS named only by its string cannot be used without the file that gives its id."""
+    folder = _copy(saved, tmp_path / "ckpt")
+    _save_tokenizer(folder, "<|im_end|>")
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(CheckpointError, match=r"tokenizer\.json: no such file"):
+        load_config(folder)
+
+
 @pytest.mark.parametrize(
     ("where", "value", "needles"),
     [

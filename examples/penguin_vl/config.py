@@ -368,11 +368,14 @@ def load_files(folder: Path | str) -> CheckpointFiles:
 
 def facts(folder: str) -> dict[str, Any]:
     """``source.config`` of ``rules/penguin_vl.yaml``: the LLM facts ``rules/llm-kv-cache.yaml`` reads, the
-    encoder's under ``vision_encoder_config``, ``image_token_index``, ``pad_token_id`` (null when none),
+    encoder's under ``vision_encoder_config``, ``image_token_index``, ``pad_token_id`` (config.json's, null
+    when it has none),
     and ``eos_token_id`` as a list (empty when none) — all from ``load_files``, never from raw JSON."""
     files = load_files(folder)
     text, vision = files.config.text, files.config.vision
-    pad = files.raw.get("pad_token_id")
+    pad = files.raw.get("pad_token_id")  # optional: model.json records null without it
+    if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int) or pad < 0):
+        raise CheckpointError(f"{folder}/{CONFIG}: pad_token_id must be a token id or null, not {pad!r}")
     return {
         "num_hidden_layers": text.num_hidden_layers,
         "hidden_size": text.hidden_size,
@@ -383,7 +386,7 @@ def facts(folder: str) -> dict[str, Any]:
         "tie_word_embeddings": text.tie_word_embeddings,
         "eos_token_id": list(files.config.eos_token_ids),
         "image_token_index": files.config.image_token_index,
-        "pad_token_id": pad if isinstance(pad, int) and not isinstance(pad, bool) else files.tokens.pad_id,
+        "pad_token_id": pad,
         "vision_encoder_config": {
             "num_hidden_layers": vision.num_hidden_layers,
             "head_dim": vision.head_dim,
