@@ -57,6 +57,8 @@ def test_the_shipped_tiny_checkpoint_is_what_the_script_makes(tmp_path: Path) ->
         "special_tokens_map.json",
         "tokenizer.json",
         "tokenizer_config.json",
+        "vocab.json",
+        "merges.txt",
         "penguinvl_vision_encoder/config.json",
         "penguinvl_vision_encoder/preprocessor_config.json",
     }
