@@ -4,7 +4,7 @@ config and image processor), the earlier layout of the tiny checkpoint, a config
 writes it, and EOS ids from any file or none.
 
 Oracles: the official ``build_vision_encoder`` condition (tencent-ailab/Penguin-VL,
-``penguinvl/model/encoder.py``: the name must contain ``penguinvl``; ``PenguinVLImageProcessor`` and the
+``penguinvl/model/encoder.py``: the name must contain ``penguin``; ``PenguinVLImageProcessor`` and the
 encoder config are read from that folder); configs written by the installed transformers 5
 (``save_pretrained`` of Qwen3Config subclasses with the official ``model_type``s); the shipped tiny
 checkpoint's own reading as the expected one.
@@ -63,7 +63,7 @@ def _same_reading(folder: Path) -> None:
 def test_the_tiny_checkpoint_has_the_official_layout() -> None:
     raw = json.loads((SHIPPED / "config.json").read_text())
     for key in ("vision_encoder", "mm_vision_encoder"):
-        assert raw[key] == VISION_FOLDER and "penguinvl" in raw[key].lower()  # build_vision_encoder
+        assert raw[key] == VISION_FOLDER and "penguin" in raw[key].lower()  # build_vision_encoder
     encoder = SHIPPED / VISION_FOLDER
     own = json.loads((encoder / "config.json").read_text())
     assert own["model_type"] == "penguinvl_vision_encoder"

@@ -310,7 +310,7 @@ def special_tokens(folder: Path) -> SpecialTokens:
 
 def vision_folder(folder: Path, raw: Mapping[str, Any]) -> Path | None:
     """The encoder's own sub-folder, named by ``mm_vision_encoder`` or ``vision_encoder`` (the official
-    loader reads that name: it must contain ``penguinvl``, and the folder holds the encoder's
+    loader reads that name: it must contain ``penguin``, and the folder holds the encoder's
     ``config.json`` and ``preprocessor_config.json``); None when the config names none or it is absent."""
     for key in ("mm_vision_encoder", "vision_encoder"):
         name = raw.get(key)
