@@ -19,6 +19,7 @@ from graphsurgeon.cli import main
 from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.verify.llm_chain import LlmChain
 from tests.conftest import REPO
+from tests.hf5_checkpoint import ROPE_THETA, save_qwen3
 
 RULES = REPO / "rules" / "llm-kv-cache.yaml"
 SHIPPED = REPO / "examples" / "qwen3_llm" / "tiny"
@@ -27,15 +28,22 @@ PROMPTS = ([5, 17, 42, 99, 3, 250], [1, 2, 3], [123, 45, 67, 89, 10, 11, 12, 13,
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The shipped tiny checkpoint (the rule file's default) and an untied bf16 sharded 3-layer one."""
+    """The shipped tiny checkpoint (the rule file's default), an untied bf16 sharded 3-layer one, and one
+    transformers 5 saved itself with no EOS in any file (issue 14, item 1)."""
     root = tmp_path_factory.mktemp("llm")
     untied = make_tiny(root / "ckpt-untied", tied=False, dtype="bf16", shards=2, layers=3, seed=1)
+    hf5 = save_qwen3(root / "ckpt-hf5", eos_token_id=None)
     out = {}
-    for name, argv in (("default", []), ("untied", ["--set", f"checkpoint={untied}"])):
+    for name, ckpt in (("default", None), ("untied", untied), ("hf5", hf5)):
+        argv = [] if ckpt is None else ["--set", f"checkpoint={ckpt}"]
         assert main(["apply", str(RULES), "--out", str(root / name), *argv]) == 0
         out[name] = root / name
-    out["untied_ckpt"] = untied
+    out["untied_ckpt"], out["hf5_ckpt"] = untied, hf5
     return out
+
+
+def _checkpoint(converted: dict[str, Path], name: str) -> Path:
+    return SHIPPED if name == "default" else converted[f"{name}_ckpt"]
 
 
 def test_the_shipped_tiny_checkpoint_is_what_make_tiny_writes(tmp_path: Path) -> None:
@@ -48,7 +56,7 @@ def test_the_shipped_tiny_checkpoint_is_what_make_tiny_writes(tmp_path: Path) ->
 
 
 def test_the_decoder_has_the_kv_cache_interface(converted: dict[str, Path]) -> None:
-    for name, layers in (("default", 2), ("untied", 3)):
+    for name, layers in (("default", 2), ("untied", 3), ("hf5", 2)):
         folder = converted[name]
         assert sorted(p.name for p in folder.iterdir() if not p.name.endswith(".gsurg.json")) == [
             "decoder.ncnn.bin",
@@ -80,17 +88,19 @@ def test_the_decoder_has_the_kv_cache_interface(converted: dict[str, Path]) -> N
         doc = json.loads((folder / "model.json").read_text())
         assert doc["num_layers"] == layers and doc["decoder"]["cache_inputs"][-1] == f"cache_v{layers - 1}"
         assert doc["nets"]["decoder"]["param"] == "decoder.ncnn.param"
-        config = json.loads(
-            ((converted["untied_ckpt"] if name == "untied" else SHIPPED) / "config.json").read_text()
-        )
+        config = json.loads((_checkpoint(converted, name) / "config.json").read_text())
         assert doc["max_positions"] == config["max_position_embeddings"]  # the context a runtime may fill
+        theta = config["rope_parameters"]["rope_theta"] if name == "hf5" else config["rope_theta"]
+        assert doc["decoder"]["rope"]["theta"] == theta
+        assert doc["eos_token_id"] == ([] if name == "hf5" else [config["eos_token_id"]])
+    assert theta == ROPE_THETA  # the 5.x base, not a default
 
 
-@pytest.mark.parametrize("name", ["default", "untied"])
+@pytest.mark.parametrize("name", ["default", "untied", "hf5"])
 def test_decoder_hidden_states_equal_pytorch_over_a_prefill_and_decode_steps(
     converted: dict[str, Path], name: str
 ) -> None:
-    ckpt = SHIPPED if name == "default" else converted["untied_ckpt"]
+    ckpt = _checkpoint(converted, name)
     model = load_model(ckpt)
     cfg = model.config
     gen = torch.Generator().manual_seed(7)
@@ -109,9 +119,9 @@ def test_decoder_hidden_states_equal_pytorch_over_a_prefill_and_decode_steps(
         assert session.position == sum(schedule)
 
 
-@pytest.mark.parametrize("name", ["default", "untied"])
+@pytest.mark.parametrize("name", ["default", "untied", "hf5"])
 def test_greedy_tokens_equal_pytorch_for_32_tokens(converted: dict[str, Path], name: str) -> None:
-    ckpt = SHIPPED if name == "default" else converted["untied_ckpt"]
+    ckpt = _checkpoint(converted, name)
     model = load_model(ckpt)
     with LlmChain(converted[name]) as chain:
         for prompt in PROMPTS:

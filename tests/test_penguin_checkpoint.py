@@ -29,6 +29,7 @@ from safetensors.numpy import load_file, save_file  # noqa: E402
 from examples.penguin_vl.checkpoint import INDEX_FILE, SINGLE_FILE, load_tensors, tensor_shapes  # noqa: E402
 from examples.penguin_vl.config import load_files  # noqa: E402
 from examples.penguin_vl.make_tiny import SHIPPED, make_tiny  # noqa: E402
+from examples.penguin_vl.make_tiny import VISION_FOLDER as VISION  # noqa: E402
 from examples.penguin_vl.model import load_model  # noqa: E402
 from graphsurgeon.errors import GsurgError  # noqa: E402
 from graphsurgeon.formats.safetensors import CheckpointError  # noqa: E402
@@ -56,7 +57,10 @@ def test_the_shipped_tiny_checkpoint_is_what_the_script_makes(tmp_path: Path) ->
         "special_tokens_map.json",
         "tokenizer.json",
         "tokenizer_config.json",
-        "vision_encoder/config.json",
+        "vocab.json",
+        "merges.txt",
+        "penguinvl_vision_encoder/config.json",
+        "penguinvl_vision_encoder/preprocessor_config.json",
     }
     assert _digests(out) == shipped
     assert sum((SHIPPED / name).stat().st_size for name in shipped) < 2_000_000
@@ -186,8 +190,8 @@ BROKEN: dict[str, tuple[Callable[[Path], object], list[str]]] = {
         ["config.json", "vision_hidden_size 96", "hidden_size 64"],
     ),
     "vision encoder folder disagrees": (
-        lambda f: _edit_json(f / "vision_encoder" / "config.json", _set("num_hidden_layers", 3)),
-        ["vision_encoder/config.json", "num_hidden_layers 3", "num_hidden_layers 2"],
+        lambda f: _edit_json(f / VISION / "config.json", _set("num_hidden_layers", 3)),
+        [f"{VISION}/config.json", "num_hidden_layers 3", "num_hidden_layers 2"],
     ),
     "no vision rope_theta": (
         lambda f: _edit_json(f / "config.json", lambda raw: raw["vision_encoder_config"].pop("rope_theta")),
@@ -209,9 +213,9 @@ BROKEN: dict[str, tuple[Callable[[Path], object], list[str]]] = {
         lambda f: _edit_json(f / "preprocessor_config.json", _set("resample", 2)),
         ["preprocessor_config.json", "resample 2"],
     ),
-    "no eos_token": (
-        lambda f: _edit_json(f / "tokenizer_config.json", lambda raw: raw.pop("eos_token")),
-        ["tokenizer_config.json", "no eos_token"],
+    "eos_token not in the vocabulary": (
+        lambda f: _edit_json(f / "tokenizer_config.json", _set("eos_token", "<|nope|>")),
+        ["tokenizer.json", "eos_token '<|nope|>'"],
     ),
 }
 

@@ -102,7 +102,7 @@ def test_verify_passes_on_the_default_conversion_with_every_stage_in_json(
     assert grids[0] != grids[1] and all(h != w for h, w in grids)
     for t in doc["tokens"]:
         assert t["passed"] and t["ours"] == t["reference"]
-        assert len(t["ours"]) == 32 or t["ours"][-1] == eos
+        assert len(t["ours"]) == 32 or t["ours"][-1] in eos  # model.json lists the EOS ids
     vision = ["patch embed", *(f"encoder layer {i}" for i in range(layers)), "encoder output", "projector"]
     expected = {f"{name}: {stage}" for name in images for stage in vision}
     for t in doc["tokens"]:

@@ -1,26 +1,30 @@
 """A Penguin-VL checkpoint folder's settings, read from its own files: ``config.json`` (the LLM numbers at
 top level as in a Qwen3 config, the vision encoder inline under ``vision_encoder_config``, plus
 ``image_token_index``, ``eos_token_id``, ``vision_projector_type``, ``vision_hidden_size``),
-``preprocessor_config.json`` (the image processor) and ``tokenizer.json`` / ``tokenizer_config.json`` (the
-special tokens and their ids).
+``preprocessor_config.json`` (the image processor), ``tokenizer.json`` / ``tokenizer_config.json`` (the
+special tokens and their ids) and, in the official layout, the encoder's own sub-folder (``vision_folder``:
+its ``config.json`` and ``preprocessor_config.json`` must agree with the top level). EOS ids and the RoPE
+base are read as for any HF checkpoint (``examples.hf_config``: both config styles; EOS from
+``generation_config.json``, ``config.json`` or the tokenizer, or none at all).
 
 Nothing here is a constant of the real model: every id and size comes from the folder, and the files are
 checked against each other (``image_token_index`` is the tokenizer's ``<image>``, the EOS of
-``tokenizer_config.json`` is one of ``eos_token_id``, the vision width feeds the projector, the patch size
-of the processor is the encoder's). What the reference does not implement (attention bias, RoPE scaling, an
-activation other than SiLU, a projector other than ``mlp2x_gelu``, a merge size other than 1 for images,
-the training-only ``use_reconstruct``) is refused, naming the file and key, never ignored. Every error is a
-``CheckpointError`` (a ``GsurgError``: one line, exit 2).
+``tokenizer_config.json``, when it names one, is one of the EOS ids, the vision width feeds the
+projector, the patch size of the processor is the encoder's). What the reference does not implement
+(attention bias, RoPE scaling, an activation other than SiLU, a projector other than ``mlp2x_gelu``, a
+merge size other than 1 for images, the training-only ``use_reconstruct``) is refused, naming the file and
+key, never ignored. Every error is a ``CheckpointError`` (a ``GsurgError``: one line, exit 2).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from examples.hf_config import eos_token_ids, rope_theta, token_content, token_ids
+from examples.hf_config import read_json as _read_json
 from graphsurgeon.formats.safetensors import CheckpointError
 
 CONFIG = "config.json"
@@ -69,6 +73,7 @@ class VisionConfig(StackConfig):
 class TextConfig(StackConfig):
     vocab_size: int
     tie_word_embeddings: bool
+    max_position_embeddings: int | None = None  # None only in a config built by hand
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ class PenguinConfig:
     text: TextConfig
     vision: VisionConfig
     image_token_index: int
-    eos_token_ids: tuple[int, ...]
+    eos_token_ids: tuple[int, ...] = ()  # from any of the folder's files (load_files); empty: none named
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,8 @@ class SpecialTokens:
 
     image: str
     image_id: int
-    eos: str
-    eos_id: int
+    eos: str | None  # None: tokenizer_config.json names no eos_token
+    eos_id: int | None
     pad: str | None
     pad_id: int | None
 
@@ -119,20 +124,13 @@ class CheckpointFiles:
     config: PenguinConfig
     processor: ImageProcessorConfig
     tokens: SpecialTokens
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)  # config.json as parsed
 
 
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object from ``path``; a missing, unreadable or malformed file is one ``CheckpointError``."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such file (a Penguin-VL checkpoint folder holds it)") from None
-    except OSError as err:
-        raise CheckpointError(f"{path}: cannot read: {err.strerror}") from None
-    except (ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path}: not valid JSON: {err}") from None
-    if not isinstance(raw, dict):
-        raise CheckpointError(f"{path}: not a JSON object")
+    raw = _read_json(path)
+    assert raw is not None
     return raw
 
 
@@ -155,24 +153,6 @@ def _bool(raw: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise CheckpointError(f"{where}: {key} must be true or false, not {value!r}")
     return value
-
-
-def _rope_theta(raw: Mapping[str, Any], where: str) -> float:
-    """``rope_theta`` (transformers 4.x) or ``rope_parameters.rope_theta`` (5.x); scaling is refused."""
-    params = raw.get("rope_parameters")
-    if params is not None:
-        if not isinstance(params, Mapping) or params.get("rope_type", "default") != "default":
-            raise CheckpointError(
-                f"{where}: rope_parameters {params!r} is not supported (only rope_type default)"
-            )
-        return _positive(params, "rope_theta", f"{where}: rope_parameters")
-    if raw.get("rope_scaling") is not None:
-        raise CheckpointError(f"{where}: rope_scaling {raw['rope_scaling']!r} is not supported (only null)")
-    if "rope_theta" not in raw:
-        raise CheckpointError(
-            f"{where}: no rope_theta (the official code would silently fall back to a default base)"
-        )
-    return _positive(raw, "rope_theta", where)
 
 
 def _stack(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -198,17 +178,9 @@ def _stack(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         num_key_value_heads=kv_heads,
         head_dim=head_dim,
         rms_norm_eps=_positive(raw, "rms_norm_eps", where),
-        rope_theta=_rope_theta(raw, where),
+        rope_theta=rope_theta(raw, where),
     )
     return out
-
-
-def _eos_ids(raw: Mapping[str, Any], where: str) -> tuple[int, ...]:
-    value = raw.get("eos_token_id")
-    values = value if isinstance(value, list) else [value]
-    if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
-        raise CheckpointError(f"{where}: eos_token_id must be a token id or a list of them, not {value!r}")
-    return tuple(values)
 
 
 def vision_from_dict(raw: Mapping[str, Any], where: str) -> VisionConfig:
@@ -219,19 +191,21 @@ def vision_from_dict(raw: Mapping[str, Any], where: str) -> VisionConfig:
     )
 
 
-def _check_vision_folder(folder: Path, raw: Mapping[str, Any], inline: VisionConfig) -> None:
-    """The official layout may also name a sub-folder (``vision_encoder``) holding the encoder's own
-    ``config.json``; when it is there, it must describe the same encoder as the inline copy."""
-    name = raw.get("vision_encoder")
-    path = folder / name / CONFIG if isinstance(name, str) and name else None
+def _check_vision_folder(folder: Path, raw: Mapping[str, Any], inline: VisionConfig) -> Path | None:
+    """The official layout also has a sub-folder (``vision_folder``) with the encoder's own ``config.json``
+    (and ``preprocessor_config.json``); when it is there, it must describe the same encoder as the inline
+    copy. Returns the sub-folder, or None (the converter does not need it)."""
+    sub = vision_folder(folder, raw)
+    path = None if sub is None else sub / CONFIG
     if path is None or not path.is_file():
-        return
+        return sub
     own = vision_from_dict(read_json(path), str(path))
     if own != inline:
         diff = [k for k in own.__dataclass_fields__ if getattr(own, k) != getattr(inline, k)]
         theirs = ", ".join(f"{k} {getattr(own, k)}" for k in diff)
         ours = ", ".join(f"{k} {getattr(inline, k)}" for k in diff)
         raise CheckpointError(f"{path}: {theirs} differ from {folder / CONFIG} vision_encoder_config: {ours}")
+    return sub
 
 
 def config_from_dict(raw: Mapping[str, Any], where: str = CONFIG) -> PenguinConfig:
@@ -252,6 +226,7 @@ def config_from_dict(raw: Mapping[str, Any], where: str = CONFIG) -> PenguinConf
     text = TextConfig(
         vocab_size=_int(raw, "vocab_size", where),
         tie_word_embeddings=_bool(raw, "tie_word_embeddings", where, False),
+        max_position_embeddings=_int(raw, "max_position_embeddings", where),
         **_stack(raw, where),
     )
     if "vision_hidden_size" in raw and _int(raw, "vision_hidden_size", where) != vision.hidden_size:
@@ -260,11 +235,11 @@ def config_from_dict(raw: Mapping[str, Any], where: str = CONFIG) -> PenguinConf
             f"vision_encoder_config.hidden_size {vision.hidden_size}"
         )
     image_id = _int(raw, "image_token_index", where, minimum=0)
-    eos = _eos_ids(raw, where)
-    for name, ids in (("image_token_index", (image_id,)), ("eos_token_id", eos)):
-        if any(i >= text.vocab_size for i in ids):
-            raise CheckpointError(f"{where}: {name} {list(ids)} is outside vocab_size {text.vocab_size}")
-    return PenguinConfig(text=text, vision=vision, image_token_index=image_id, eos_token_ids=eos)
+    if image_id >= text.vocab_size:
+        raise CheckpointError(
+            f"{where}: image_token_index {image_id} is outside vocab_size {text.vocab_size}"
+        )
+    return PenguinConfig(text=text, vision=vision, image_token_index=image_id)
 
 
 def processor_from_dict(raw: Mapping[str, Any], where: str = PREPROCESSOR) -> ImageProcessorConfig:
@@ -306,46 +281,52 @@ def processor_from_dict(raw: Mapping[str, Any], where: str = PREPROCESSOR) -> Im
     )
 
 
-def _token_content(value: Any) -> str | None:
-    """A special token as ``tokenizer_config.json`` writes it: a string or ``{"content": ...}``."""
-    if isinstance(value, Mapping):
-        value = value.get("content")
-    return value if isinstance(value, str) else None
-
-
 def special_tokens(folder: Path) -> SpecialTokens:
-    """``<image>``, EOS and pad with their ids, from ``tokenizer_config.json`` (which strings) and
-    ``tokenizer.json`` (their ids: added tokens first, then the BPE vocabulary)."""
+    """``<image>``, EOS and pad with their ids, from ``tokenizer_config.json`` (which strings; EOS and pad
+    may be absent) and ``tokenizer.json`` (their ids: added tokens first, then the BPE vocabulary)."""
     tok_path, cfg_path = folder / TOKENIZER, folder / TOKENIZER_CONFIG
-    tok, tok_cfg = read_json(tok_path), read_json(cfg_path)
-    ids: dict[str, int] = {}
-    model = tok.get("model")
-    if isinstance(model, Mapping) and isinstance(model.get("vocab"), Mapping):
-        ids.update({k: v for k, v in model["vocab"].items() if isinstance(v, int)})
-    for entry in tok.get("added_tokens") or []:
-        if not isinstance(entry, Mapping):
-            continue
-        content, token_id = entry.get("content"), entry.get("id")
-        if isinstance(content, str) and isinstance(token_id, int):
-            ids[content] = token_id
+    tok_cfg = read_json(cfg_path)
+    ids = token_ids(folder)
 
-    def lookup(token: str, what: str) -> int:
+    def lookup(token: str | None, what: str) -> int | None:
+        if token is None:
+            return None
         if token not in ids:
             raise CheckpointError(f"{tok_path}: {what} {token!r} is not in the tokenizer's vocabulary")
         return ids[token]
 
-    eos = _token_content(tok_cfg.get("eos_token"))
-    if eos is None:
-        raise CheckpointError(f"{cfg_path}: no eos_token (generation needs to know where to stop)")
-    pad = _token_content(tok_cfg.get("pad_token"))
+    image_id = lookup(IMAGE_TOKEN, "the image token")
+    assert image_id is not None
+    eos, pad = token_content(tok_cfg.get("eos_token")), token_content(tok_cfg.get("pad_token"))
     return SpecialTokens(
         image=IMAGE_TOKEN,
-        image_id=lookup(IMAGE_TOKEN, "the image token"),
+        image_id=image_id,
         eos=eos,
         eos_id=lookup(eos, "eos_token"),
         pad=pad,
-        pad_id=None if pad is None else lookup(pad, "pad_token"),
+        pad_id=lookup(pad, "pad_token"),
     )
+
+
+def vision_folder(folder: Path, raw: Mapping[str, Any]) -> Path | None:
+    """The encoder's own sub-folder, named by ``mm_vision_encoder`` or ``vision_encoder`` (the official
+    loader reads that name: it must contain ``penguin``, and the folder holds the encoder's
+    ``config.json`` and ``preprocessor_config.json``); None when the config names none or it is absent."""
+    for key in ("mm_vision_encoder", "vision_encoder"):
+        name = raw.get(key)
+        if isinstance(name, str) and name and (folder / name).is_dir():
+            return folder / name
+    return None
+
+
+def _same_processor(path: Path, top: ImageProcessorConfig, top_path: Path) -> None:
+    """The encoder folder's image processor (what the official loader reads) must be the top level's."""
+    own = processor_from_dict(read_json(path), str(path))
+    if own != top:
+        keys = [k for k in own.__dataclass_fields__ if getattr(own, k) != getattr(top, k)]
+        theirs = ", ".join(f"{k} {getattr(own, k)}" for k in keys)
+        ours = ", ".join(f"{k} {getattr(top, k)}" for k in keys)
+        raise CheckpointError(f"{path}: {theirs} differ from {top_path}: {ours}")
 
 
 def load_files(folder: Path | str) -> CheckpointFiles:
@@ -356,7 +337,8 @@ def load_files(folder: Path | str) -> CheckpointFiles:
     cfg_path = folder / CONFIG
     raw = read_json(cfg_path)
     config = config_from_dict(raw, str(cfg_path))
-    _check_vision_folder(folder, raw, config.vision)
+    config = replace(config, eos_token_ids=eos_token_ids(folder, raw, config.text.vocab_size))
+    sub = _check_vision_folder(folder, raw, config.vision)
     pre_path = folder / PREPROCESSOR
     processor = processor_from_dict(read_json(pre_path), str(pre_path))
     tokens = special_tokens(folder)
@@ -369,14 +351,45 @@ def load_files(folder: Path | str) -> CheckpointFiles:
         raise CheckpointError(
             f"{pre_path}: image_mean has 3 channels, the encoder {config.vision.num_channels}"
         )
+    if sub is not None and (sub / PREPROCESSOR).is_file():
+        _same_processor(sub / PREPROCESSOR, processor, pre_path)
     if tokens.image_id != config.image_token_index:
         raise CheckpointError(
             f"{cfg_path}: image_token_index {config.image_token_index} is not the tokenizer's "
             f"{tokens.image!r} (id {tokens.image_id} in {folder / TOKENIZER})"
         )
-    if tokens.eos_id not in config.eos_token_ids:
+    if tokens.eos_id is not None and tokens.eos_id not in config.eos_token_ids:
         raise CheckpointError(
             f"{cfg_path}: eos_token_id {list(config.eos_token_ids)} does not include the tokenizer's "
             f"eos_token {tokens.eos!r} (id {tokens.eos_id} in {folder / TOKENIZER})"
         )
-    return CheckpointFiles(folder=folder, config=config, processor=processor, tokens=tokens)
+    return CheckpointFiles(folder=folder, config=config, processor=processor, tokens=tokens, raw=raw)
+
+
+def facts(folder: str) -> dict[str, Any]:
+    """``source.config`` of ``rules/penguin_vl.yaml``: the LLM facts ``rules/llm-kv-cache.yaml`` reads, the
+    encoder's under ``vision_encoder_config``, ``image_token_index``, ``pad_token_id`` (config.json's, null
+    when it has none),
+    and ``eos_token_id`` as a list (empty when none) — all from ``load_files``, never from raw JSON."""
+    files = load_files(folder)
+    text, vision = files.config.text, files.config.vision
+    pad = files.raw.get("pad_token_id")  # optional: model.json records null without it
+    if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int) or pad < 0):
+        raise CheckpointError(f"{folder}/{CONFIG}: pad_token_id must be a token id or null, not {pad!r}")
+    return {
+        "num_hidden_layers": text.num_hidden_layers,
+        "hidden_size": text.hidden_size,
+        "head_dim": text.head_dim,
+        "rope_theta": text.rope_theta,
+        "vocab_size": text.vocab_size,
+        "max_position_embeddings": text.max_position_embeddings,
+        "tie_word_embeddings": text.tie_word_embeddings,
+        "eos_token_id": list(files.config.eos_token_ids),
+        "image_token_index": files.config.image_token_index,
+        "pad_token_id": pad,
+        "vision_encoder_config": {
+            "num_hidden_layers": vision.num_hidden_layers,
+            "head_dim": vision.head_dim,
+            "rope_theta": vision.rope_theta,
+        },
+    }

@@ -7,13 +7,20 @@ tensor names, and a byte-level BPE tokenizer trained here.
   ``image_token_index`` and ``eos_token_id`` from the tokenizer, ``tie_word_embeddings``, …) with small
   sizes: vision hidden 64, 2 layers, 4 heads / 2 kv heads, head_dim 32 (so the q width 128 differs from
   the hidden width, as 2048 vs 1024 in the real encoder), LLM hidden 64, 2 layers, 4 / 2 heads, head_dim 32;
-  ``vision_encoder/config.json`` holds the encoder's own copy, as the official folder layout does;
-* ``preprocessor_config.json``: the official processor settings, except ``max_tokens`` (256 instead of
-  16384) so the corpus images give a few hundred patches and tests stay fast;
+* ``penguinvl_vision_encoder/``, the folder ``vision_encoder`` / ``mm_vision_encoder`` name, as the official
+  layout has it: the encoder's own ``config.json`` and ``preprocessor_config.json``. The official
+  ``build_vision_encoder`` accepts only a name containing ``penguin`` and reads both files from it (it
+  opens the name as given, so run the official code from inside this folder);
+* ``preprocessor_config.json`` (also in the encoder folder): the official processor settings, except
+  ``max_tokens`` (256 instead of 16384) so the corpus images give a few hundred patches and tests stay
+  fast;
 * ``tokenizer.json`` (Qwen2's split regex + ByteLevel, BPE trained on text generated in ``corpus_lines``),
   with ``<|endoftext|>``, ``<|im_start|>``, ``<|im_end|>``, ``<think>``, ``</think>`` and ``<image>`` added
   after the BPE vocabulary in that order (as in the real vocabulary), ``tokenizer_config.json`` and
   ``special_tokens_map.json`` as transformers writes them;
+* ``vocab.json`` + ``merges.txt``, the same BPE model in the files a Qwen release also ships: the official
+  loader opens the tokenizer with ``use_fast=False``, and transformers 4.x's slow ``Qwen2Tokenizer`` reads
+  only these two (plus ``tokenizer_config.json`` for the added tokens), never ``tokenizer.json``;
 * ``model.safetensors`` or ``model-0000k-of-0000n.safetensors`` + ``model.safetensors.index.json``, fp32
   or bf16 (rounded to nearest even by torch).
 
@@ -42,6 +49,10 @@ from .config import IMAGE_TOKEN, config_from_dict
 
 SHIPPED = Path(__file__).resolve().parent / "tiny"
 """The embedded default: ``make_tiny(SHIPPED)`` with the default arguments."""
+VISION_FOLDER = "penguinvl_vision_encoder"
+"""The encoder's sub-folder; the official ``build_vision_encoder`` requires ``penguin`` in its name."""
+VOCAB_FILE, MERGES_FILE = "vocab.json", "merges.txt"
+"""The BPE model as transformers' slow ``Qwen2Tokenizer`` reads it (the official loader asks for it)."""
 
 QWEN2_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
@@ -172,6 +183,22 @@ def tokenizer_config(ids: dict[str, int]) -> dict[str, Any]:
     }
 
 
+def write_slow_tokenizer_files(folder: Path, tokenizer_json: Path) -> None:
+    """``vocab.json`` (the BPE vocabulary, in id order, without the added tokens, which
+    ``tokenizer_config.json`` lists) and ``merges.txt`` (``#version: 0.2``, then one merge a line, in rank
+    order) of the BPE model in ``tokenizer_json``, as a Qwen release ships them: the same model, so the
+    slow tokenizer gives the ids ``tokenizer.json`` gives."""
+    model = json.loads(tokenizer_json.read_text(encoding="utf-8"))["model"]
+    vocab = dict(sorted(model["vocab"].items(), key=lambda kv: kv[1]))
+    merges = [m.split(" ") if isinstance(m, str) else m for m in model["merges"]]
+    if any(len(m) != 2 or any(" " in part for part in m) for m in merges):
+        raise ValueError(f"{tokenizer_json}: a merge that merges.txt cannot hold")
+    text = json.dumps(vocab, ensure_ascii=False, separators=(",", ":")) + "\n"
+    (folder / VOCAB_FILE).write_text(text, encoding="utf-8")
+    lines = "".join(f"{a} {b}\n" for a, b in merges)
+    (folder / MERGES_FILE).write_text("#version: 0.2\n" + lines, encoding="utf-8")
+
+
 def special_tokens_map() -> dict[str, Any]:
     entry = {"lstrip": False, "normalized": False, "rstrip": False, "single_word": False}
     return {
@@ -225,8 +252,8 @@ def model_config(ids: dict[str, int], tied: bool, dtype: str) -> dict[str, Any]:
         vocab_size=len(ids),
         tie_word_embeddings=tied,
         torch_dtype={"fp32": "float32", "bf16": "bfloat16"}[dtype],
-        vision_encoder="vision_encoder",
-        mm_vision_encoder="vision_encoder",
+        vision_encoder=VISION_FOLDER,
+        mm_vision_encoder=VISION_FOLDER,
         vision_encoder_config=vision_config(),
         vision_projector_type="mlp2x_gelu",
         vision_hidden_size=64,
@@ -357,17 +384,19 @@ def make_tiny(
     if dtype not in ("fp32", "bf16") or shards < 1:
         raise ValueError(f"dtype must be fp32 or bf16 and shards >= 1, not {dtype!r}, {shards}")
     folder = Path(folder)
-    (folder / "vision_encoder").mkdir(parents=True, exist_ok=True)
+    (folder / VISION_FOLDER).mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(bpe_vocab)
     tok.save(str(folder / "tokenizer.json"))
+    write_slow_tokenizer_files(folder, folder / "tokenizer.json")
     ids = dict(tok.get_vocab(with_added_tokens=True))
     added = {t: ids[t] for t in (ENDOFTEXT, IM_START, IM_END, THINK, END_THINK, IMAGE_TOKEN)}
     _write_json(folder / "tokenizer_config.json", tokenizer_config(added))
     _write_json(folder / "special_tokens_map.json", special_tokens_map())
     raw = model_config(ids, tied, dtype)
     _write_json(folder / "config.json", raw)
-    _write_json(folder / "vision_encoder" / "config.json", vision_config())
-    _write_json(folder / "preprocessor_config.json", preprocessor_config())
+    _write_json(folder / VISION_FOLDER / "config.json", vision_config())
+    for where in (folder, folder / VISION_FOLDER):
+        _write_json(where / "preprocessor_config.json", preprocessor_config())
     shapes = tensor_shapes(config_from_dict(raw))
     _write_weights(folder, random_tensors(shapes, seed), dtype, shards)
     return folder

@@ -1,19 +1,20 @@
 """A Qwen3 ``config.json`` as HF transformers writes it, read into the few numbers the reference needs.
 
-Both spellings of the RoPE base are accepted: ``rope_theta`` (transformers 4.x, the released Qwen3
-checkpoints) and ``rope_parameters: {rope_type: default, rope_theta: ...}`` (transformers 5.x). What this
-reference does not implement (attention bias, RoPE scaling, sliding-window layers, an activation other than
-SiLU) is refused with an error naming the key, never ignored.
+Both config styles are read (``examples.hf_config``: ``rope_theta`` of transformers 4.x, the released Qwen3
+checkpoints, or ``rope_parameters`` of 5.x; EOS ids from ``generation_config.json``, ``config.json`` or the
+tokenizer files, or none). What this reference does not implement (attention bias, RoPE scaling,
+sliding-window layers, an activation other than SiLU) is refused with an error naming the key, never
+ignored. ``facts`` is what ``rules/llm-kv-cache.yaml`` reads as ``config.*``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from examples.hf_config import eos_token_ids, read_json, rope_theta
 from graphsurgeon.formats.safetensors import CheckpointError
 
 CONFIG_NAME = "config.json"
@@ -34,6 +35,7 @@ class Qwen3Config:
     vocab_size: int
     tie_word_embeddings: bool
     max_position_embeddings: int
+    eos_token_ids: tuple[int, ...] = ()  # empty: no file of the checkpoint names one
 
     @property
     def q_width(self) -> int:
@@ -73,23 +75,6 @@ def _float(key: str, value: Any, where: str) -> float:
     return float(value)
 
 
-def _rope_theta(raw: Mapping[str, Any], where: str) -> float:
-    params = raw.get("rope_parameters")
-    if params is not None:
-        if not isinstance(params, Mapping):
-            raise CheckpointError(f"{where}: rope_parameters must be a mapping, not {params!r}")
-        kind = params.get("rope_type", "default")
-        if kind != "default":
-            raise CheckpointError(
-                f"{where}: rope_parameters.rope_type {kind!r} is not supported (only default)"
-            )
-        return _float("rope_parameters.rope_theta", params.get("rope_theta"), where)
-    scaling = raw.get("rope_scaling")
-    if scaling is not None:
-        raise CheckpointError(f"{where}: rope_scaling {scaling!r} is not supported (only null)")
-    return _float("rope_theta", raw.get("rope_theta"), where)
-
-
 def _refuse_unsupported(raw: Mapping[str, Any], where: str) -> None:
     if raw.get("attention_bias", False):
         raise CheckpointError(f"{where}: attention_bias true is not supported (Qwen3 has none)")
@@ -123,23 +108,39 @@ def config_from_dict(raw: Mapping[str, Any], where: str = CONFIG_NAME) -> Qwen3C
         num_key_value_heads=kv_heads,
         head_dim=head_dim,
         rms_norm_eps=_float("rms_norm_eps", raw.get("rms_norm_eps"), where),
-        rope_theta=_rope_theta(raw, where),
+        rope_theta=rope_theta(raw, where),
         tie_word_embeddings=tie,
+        eos_token_ids=(),
         **ints,
     )
 
 
-def load_config(folder: Path) -> Qwen3Config:
-    """Read ``folder/config.json``."""
-    path = Path(folder) / CONFIG_NAME
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such file (a checkpoint folder holds config.json)") from None
-    except OSError as err:
-        raise CheckpointError(f"{path}: cannot read: {err.strerror}") from None
-    except ValueError as err:
-        raise CheckpointError(f"{path}: not valid JSON: {err}") from None
-    if not isinstance(raw, dict):
-        raise CheckpointError(f"{path}: not a JSON object")
-    return config_from_dict(raw, str(path))
+def load_config(folder: Path | str) -> Qwen3Config:
+    """Read ``folder/config.json``, with the EOS ids from the folder's files (``examples.hf_config``)."""
+    folder = Path(folder)
+    path = folder / CONFIG_NAME
+    raw = read_json(path)
+    assert raw is not None
+    cfg = config_from_dict(raw, str(path))
+    return replace(cfg, eos_token_ids=eos_token_ids(folder, raw, cfg.vocab_size))
+
+
+def llm_facts(cfg: Qwen3Config) -> dict[str, Any]:
+    """The ``config.*`` facts ``rules/llm-kv-cache.yaml`` reads (``eos_token_id`` always a list, maybe
+    empty), named as in a Qwen3 ``config.json``."""
+    return {
+        "num_hidden_layers": cfg.num_hidden_layers,
+        "hidden_size": cfg.hidden_size,
+        "head_dim": cfg.head_dim,
+        "rope_theta": cfg.rope_theta,
+        "vocab_size": cfg.vocab_size,
+        "max_position_embeddings": cfg.max_position_embeddings,
+        "tie_word_embeddings": cfg.tie_word_embeddings,
+        "eos_token_id": list(cfg.eos_token_ids),
+    }
+
+
+def facts(folder: str) -> dict[str, Any]:
+    """``source.config`` of ``rules/llm-kv-cache.yaml``: the checkpoint's config as this reference reads it,
+    so the rule file and the reference never disagree about a config style."""
+    return llm_facts(load_config(folder))

@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from graphsurgeon.plugins import load_callable
 from graphsurgeon.rewrite.actions import ACTION_KEYS
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.scope import JsonFact, LazyFacts, Scope, VarDef
@@ -98,7 +99,7 @@ def _var_defs(files: list[LocatedYaml], overrides: Mapping[str, str], cwd: Path)
 
 def _path_field(loc: tuple[Any, ...]) -> str | None:
     """Which kind of path a field holds: "path", "module" (source.export), "template", or None."""
-    if loc == ("source", "export"):
+    if loc in (("source", "export"), ("source", "config")):
         return "module"
     if loc in (("source", "checkpoint"), ("outputs", "dir")):
         return "path"
@@ -167,7 +168,19 @@ class RuleProgram:
         return Path(checkpoint)
 
     def _config(self) -> Any:
-        return _read_json(self._checkpoint_folder("config") / "config.json")
+        """``source.config``'s reading of the checkpoint folder when the rule file names one (a model's own
+        config reader: both config styles, EOS from any file), else ``config.json`` as it is."""
+        folder = self._checkpoint_folder("config")
+        source = self.header.get("source") or {}
+        reader = source.get("config") if isinstance(source, dict) else None
+        if not reader:
+            return _read_json(folder / "config.json")
+        value = load_callable(reader, Path(self.path).parent, what="source.config", error=RuleFileError)(
+            str(folder)
+        )
+        if not isinstance(value, Mapping):
+            raise RuleFileError(f"source.config {reader!r}: returned a {type(value).__name__}, not a mapping")
+        return JsonFact(value, f"{folder} (as {reader} reads it)")
 
     def _json_files(self) -> Mapping[str, Any]:
         folder = self._checkpoint_folder("json")

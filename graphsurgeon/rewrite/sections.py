@@ -31,6 +31,11 @@ class Source(StrictModel):
     checkpoint: str | None = Field(
         default=None, description="checkpoint folder (config.json + safetensors) given to the callable"
     )
+    config: str | None = Field(
+        default=None,
+        description="file.py:callable or package.module:callable reading the checkpoint folder into the "
+        "mapping ${config.*} reads (default: the folder's config.json as it is)",
+    )
 
 
 class ModelInput(StrictModel):

@@ -1,0 +1,139 @@
+"""What a checkpoint folder saved by HF transformers says in its JSON files, read the same way for every
+example: the RoPE base in either config style and the EOS ids from whichever file holds them.
+
+* **RoPE**: transformers 4.x writes ``rope_theta`` and ``rope_scaling`` at the top of the config;
+  transformers 5.x writes ``rope_parameters: {rope_type, rope_theta, ...}``. Both are read. A
+  ``rope_type`` other than ``default`` (yarn, linear, dynamic, ...) is refused naming the key: the
+  references and the C++ runtime compute plain RoPE tables from the base alone.
+* **EOS**: ``generation_config.json``'s ``eos_token_id`` (what transformers' ``generate`` stops at), else
+  ``config.json``'s, else the tokenizer's ``eos_token`` (``tokenizer_config.json``, its id from
+  ``tokenizer.json``). An id or a list of ids; ``null``, ``[]`` or an absent key means "not set here".
+  No EOS anywhere is allowed and gives ``()``: generation then stops at its token budget only.
+
+``dtype`` (5.x) and ``torch_dtype`` (4.x) are not read: every tensor carries its own dtype in the
+safetensors header. Every error is a ``CheckpointError`` (one line naming the file and key, exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from graphsurgeon.formats.safetensors import CheckpointError
+
+GENERATION_CONFIG = "generation_config.json"
+TOKENIZER = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+
+
+def read_json(path: Path, *, required: bool = True) -> dict[str, Any] | None:
+    """The JSON object in ``path``; ``None`` for a missing file when not ``required``. An unreadable or
+    malformed file is one ``CheckpointError`` naming it."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if not required:
+            return None
+        raise CheckpointError(f"{path}: no such file (the checkpoint folder must hold it)") from None
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot read: {err.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path}: not valid JSON: {err}") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: not a JSON object")
+    return raw
+
+
+def _theta(value: Any, key: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise CheckpointError(f"{where}: {key} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _rope_kind(spec: Mapping[str, Any], key: str, where: str) -> None:
+    """Refuse a scaled RoPE (4.x spells the type ``type`` or ``rope_type``)."""
+    kind = spec.get("rope_type", spec.get("type", "default"))
+    if kind != "default":
+        raise CheckpointError(
+            f"{where}: {key}.rope_type {kind!r} is not supported (only default: the runtime computes "
+            "plain RoPE tables from rope_theta)"
+        )
+
+
+def rope_theta(raw: Mapping[str, Any], where: str) -> float:
+    """The RoPE base of one config section (the top level, or a nested encoder config)."""
+    params = raw.get("rope_parameters")
+    if params is not None:
+        if not isinstance(params, Mapping):
+            raise CheckpointError(f"{where}: rope_parameters must be a mapping, not {params!r}")
+        _rope_kind(params, "rope_parameters", where)
+        return _theta(params.get("rope_theta"), "rope_parameters.rope_theta", where)
+    scaling = raw.get("rope_scaling")
+    if scaling is not None:
+        if not isinstance(scaling, Mapping):
+            raise CheckpointError(f"{where}: rope_scaling must be a mapping or null, not {scaling!r}")
+        _rope_kind(scaling, "rope_scaling", where)
+    if "rope_theta" not in raw:
+        raise CheckpointError(
+            f"{where}: no rope_theta or rope_parameters.rope_theta (the RoPE base; transformers would "
+            "silently use a default)"
+        )
+    return _theta(raw["rope_theta"], "rope_theta", where)
+
+
+def _ids(value: Any, key: str, where: str, vocab_size: int) -> tuple[int, ...]:
+    values = value if isinstance(value, list) else [value]
+    if any(isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < vocab_size for v in values):
+        raise CheckpointError(
+            f"{where}: {key} must be a token id below vocab_size {vocab_size} or a list of them, "
+            f"not {value!r}"
+        )
+    return tuple(dict.fromkeys(values))
+
+
+def token_content(value: Any) -> str | None:
+    """A special token as ``tokenizer_config.json`` writes it: a string or ``{"content": ...}``."""
+    if isinstance(value, Mapping):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def token_ids(folder: Path) -> dict[str, int]:
+    """Every token string of ``folder/tokenizer.json`` with its id (added tokens override the vocab)."""
+    tok = read_json(folder / TOKENIZER)
+    assert tok is not None
+    ids: dict[str, int] = {}
+    model = tok.get("model")
+    if isinstance(model, Mapping) and isinstance(model.get("vocab"), Mapping):
+        ids.update({k: v for k, v in model["vocab"].items() if isinstance(v, int)})
+    for entry in tok.get("added_tokens") or []:
+        if isinstance(entry, Mapping):
+            content, token_id = entry.get("content"), entry.get("id")
+            if isinstance(content, str) and isinstance(token_id, int):
+                ids[content] = token_id
+    return ids
+
+
+def _tokenizer_eos(folder: Path, vocab_size: int) -> tuple[int, ...]:
+    cfg_path = folder / TOKENIZER_CONFIG
+    tok_cfg = read_json(cfg_path, required=False)
+    eos = token_content(tok_cfg.get("eos_token")) if tok_cfg is not None else None
+    if eos is None:
+        return ()
+    ids = token_ids(folder)  # a named eos_token without tokenizer.json to give its id is an error
+    if eos not in ids:
+        raise CheckpointError(f"{cfg_path}: eos_token {eos!r} is not in {folder / TOKENIZER}")
+    return _ids(ids[eos], "eos_token", str(cfg_path), vocab_size)
+
+
+def eos_token_ids(folder: Path, config: Mapping[str, Any], vocab_size: int) -> tuple[int, ...]:
+    """The EOS ids of a checkpoint folder whose parsed ``config.json`` is ``config`` (see the module
+    docstring for the order); ``()`` when no file sets one."""
+    generation = read_json(folder / GENERATION_CONFIG, required=False)
+    for raw, path in ((generation, folder / GENERATION_CONFIG), (config, folder / "config.json")):
+        value = None if raw is None else raw.get("eos_token_id")
+        if value is not None and value != []:
+            return _ids(value, "eos_token_id", str(path), vocab_size)
+    return _tokenizer_eos(folder, vocab_size)
