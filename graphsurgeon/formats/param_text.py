@@ -35,6 +35,7 @@ from graphsurgeon.formats.param_literals import (
     Fail,
     ParseIssue,
     Reporter,
+    int_token,
 )
 from graphsurgeon.formats.param_records import LayerLine, Placeholders, Records
 from graphsurgeon.ir.graph import Graph
@@ -132,8 +133,8 @@ def _parse_graph(text: str, path: str, catalog: Catalog | None, strict: bool) ->
         Diagnostics(graph, path, strict=strict, form="text .param"),
         Header(
             magic[0],
-            int(layer_count_tok[0]),
-            int(blob_count_tok[0]),
+            int_token(layer_count_tok[0]),
+            int_token(blob_count_tok[0]),
             Place(magic[1], magic[2]),
             Place(layer_count_tok[1], layer_count_tok[2]),
             Place(blob_count_tok[1], blob_count_tok[2]),
