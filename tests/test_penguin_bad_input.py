@@ -220,7 +220,7 @@ def _truncated_jpeg(path: Path) -> Path:
         (lambda p: p / "missing.png", "no such image file"),
         (lambda p: _text_file(p / "text.png"), "not an image Pillow can read"),
         (lambda p: _truncated_jpeg(p / "cut.jpg"), "cannot decode the image: image file is truncated"),
-        (lambda p: p, "cannot decode the image"),
+        (lambda p: p, "is a folder, not a regular file"),
     ],
     ids=["missing", "not-an-image", "truncated", "a-folder"],
 )

@@ -26,12 +26,15 @@ from typing import Protocol, TypeVar
 
 from graphsurgeon.errors import GsurgError, ParamBinError, ParamSyntaxError
 from graphsurgeon.formats.param_literals import ParseIssue, shown_int
+from graphsurgeon.input_files import TEXT_LIMIT
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.names import fresh_name
 from graphsurgeon.ir.params import Param
 
 MAGIC = 7767517
 MAX_NET_COUNT = 1_000_000  # R1020 max_net_count for layer and blob counts
+#: The largest .param, text or binary, that is read at all: a real 2B model's is a few MB.
+PARAM_LIMIT = TEXT_LIMIT
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,15 @@ from lark.exceptions import UnexpectedInput
 
 from graphsurgeon.errors import ParamSyntaxError
 from graphsurgeon.formats.lalr_fast import FastLALR, Item, Rejected
-from graphsurgeon.formats.param_build import MAGIC, MAX_NET_COUNT, Diagnostics, Header, Place, build_graph
+from graphsurgeon.formats.param_build import (
+    MAGIC,
+    MAX_NET_COUNT,
+    PARAM_LIMIT,
+    Diagnostics,
+    Header,
+    Place,
+    build_graph,
+)
 from graphsurgeon.formats.param_errors import syntax_message
 from graphsurgeon.formats.param_literals import (
     MAX_NAME,
@@ -38,6 +46,7 @@ from graphsurgeon.formats.param_literals import (
     int_token,
 )
 from graphsurgeon.formats.param_records import LayerLine, Placeholders, Records
+from graphsurgeon.input_files import read_input
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.resources import resource_dir
 from graphsurgeon.schema.catalog import Catalog
@@ -48,6 +57,7 @@ __all__ = [
     "MAX_NET_COUNT",
     "MAX_STRING",
     "OLD_ARRAY_BASE",
+    "PARAM_LIMIT",
     "LayerLine",
     "ParseIssue",
     "parse_param_text",
@@ -149,24 +159,25 @@ def _parse_graph(text: str, path: str, catalog: Catalog | None, strict: bool) ->
 def read_param_text(
     path: str | os.PathLike[str], *, catalog: Catalog | None = None, strict: bool = True
 ) -> Graph:
-    """Read a text .param file (never opened for writing); ``strict`` as in ``parse_param_text``."""
+    """Read a text .param file (a regular file of at most PARAM_LIMIT bytes, never opened for writing);
+    ``strict`` as in ``parse_param_text``."""
     name = os.fspath(path)
+    data = read_input(name, limit=PARAM_LIMIT, what="a .param")
+    return parse_param_text(decode_param_text(data, name), path=name, catalog=catalog, strict=strict)
+
+
+def decode_param_text(data: bytes, path: str) -> str:
+    """The text of a .param file's bytes; ParamSyntaxError at the line where they stop being UTF-8."""
     try:
-        with open(name, "rb") as fh:
-            data = fh.read()
-    except OSError as err:
-        raise ParamSyntaxError(f"cannot read: {err.strerror}", path=name) from None
-    try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         raise ParamSyntaxError(
             f"neither a text .param (not UTF-8) nor a .param.bin (which starts with the int32 {MAGIC})",
-            path=name,
+            path=path,
             line=line,
             column=1,
         ) from None
-    return parse_param_text(text, path=name, catalog=catalog, strict=strict)
 
 
 def parse_layer_lines(
