@@ -127,6 +127,27 @@ def test_a_socket_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         refused(capsys, ["fmt", str(path), "-o", str(tmp_path / "o.param")], str(path), "is a socket")
 
 
+def test_a_fifo_checkpoint_is_refused(
+    good: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt = tmp_path / "c.safetensors"
+    os.mkfifo(ckpt)
+    (tmp_path / "map.yaml").write_text("fc.weight: w\n")
+    argv = ["diff-bin", str(good[1]), str(ckpt), "--map", str(tmp_path / "map.yaml")]
+    refused(capsys, argv, str(ckpt), FIFO)
+
+
+def test_a_fifo_shard_of_a_checkpoint_is_refused(
+    good: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = tmp_path / "c.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"w": "shard.safetensors"}}))
+    os.mkfifo(tmp_path / "shard.safetensors")
+    (tmp_path / "map.yaml").write_text("fc.weight: w\n")
+    argv = ["diff-bin", str(good[1]), str(index), "--map", str(tmp_path / "map.yaml")]
+    refused(capsys, argv, str(tmp_path / "shard.safetensors"), FIFO)
+
+
 def _verify_folder(tmp_path: Path) -> Path:
     """A model.json that gets as far as the images (its verifier is never loaded)."""
     folder = tmp_path / "out"
