@@ -48,6 +48,9 @@ def _construct_unique(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node)
+        if isinstance(key, (list, dict)):  # unhashable: a set or dict of them would raise TypeError
+            message = "a key must be a name, not a list or mapping"
+            raise yaml.constructor.ConstructorError(None, None, message, key_node.start_mark)
         if key in seen:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
