@@ -20,6 +20,8 @@ from graphsurgeon.schema.catalog import ValueType
 
 MAX_NAME = 255  # %255s in Net::load_param
 MAX_VALUE_TOKEN = 127  # R1020 scan_numeric_value
+MAX_KEY_TOKEN = 15  # R1020 reads a param id (before its '=') of at most 15 characters
+MAX_COUNT_TOKEN = 31  # R1020 scan_net_value: header and blob counts as a %31s integer
 MAX_STRING = 255
 MAX_PARAM_ID = 31
 OLD_ARRAY_BASE = -23300

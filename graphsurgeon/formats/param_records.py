@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 from graphsurgeon.formats.lalr_fast import Hook, Item
 from graphsurgeon.formats.param_literals import (
+    MAX_COUNT_TOKEN,
+    MAX_KEY_TOKEN,
     MAX_NAME,
     MAX_PARAM_ID,
     MAX_STRING,
@@ -138,8 +140,10 @@ class Records:
         if typer is None:
             raise ValueError(f"the grammar's value terminal {kind} has no typing rule")
         value = typer(text, at)
-        key_id = int_token(key[:-1])
         rep = self.rep
+        if len(key) > MAX_KEY_TOKEN + 1:
+            check_len(rep, key[:-1], MAX_KEY_TOKEN, "param id", key_at)
+        key_id = int_token(key[:-1])
         if abs(key_id) >= SATURATED:  # no param id nor old-style array key: do not compute with it
             message = (
                 f"param id {shown_token(key[:-1])} is outside 0..{MAX_PARAM_ID} (ncnn has 32 param slots)"
@@ -197,6 +201,9 @@ class Records:
                 if len(value) > MAX_NAME or not value.isascii():
                     check_len(rep, value, MAX_NAME, "name", at)
                 names.append(value)
+        for text, at in ((nb_text, nb_at), (nt_text, nt_at)):
+            if len(text) > MAX_COUNT_TOKEN:
+                check_len(rep, text, MAX_COUNT_TOKEN, "count", at)
         n_bottom, n_top = int_token(nb_text), int_token(nt_text)
         if n_bottom < 0 or n_top < 0:
             rep.fail("bottom and top counts must not be negative", nb_at if n_bottom < 0 else nt_at)

@@ -37,12 +37,14 @@ from graphsurgeon.formats.param_build import (
 )
 from graphsurgeon.formats.param_errors import syntax_message
 from graphsurgeon.formats.param_literals import (
+    MAX_COUNT_TOKEN,
     MAX_NAME,
     MAX_STRING,
     OLD_ARRAY_BASE,
     Fail,
     ParseIssue,
     Reporter,
+    check_len,
     int_token,
 )
 from graphsurgeon.formats.param_records import LayerLine, Placeholders, Records
@@ -128,8 +130,12 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 def _parse_graph(text: str, path: str, catalog: Catalog | None, strict: bool) -> Graph:
     rep = Reporter(text, strict=strict)
+    head = Reporter(text, strict=strict)  # the header's own problems, listed before the layers'
     try:
         items = _run(text, "start", Records(rep))
+        for _, count, at in items[1:3]:
+            if len(count) > MAX_COUNT_TOKEN:
+                check_len(head, count, MAX_COUNT_TOKEN, "count", at)
     except Fail as fail:
         raise ParamSyntaxError(fail.message, path=path, line=fail.line, column=fail.column) from None
     except UnexpectedInput as err:
@@ -138,7 +144,7 @@ def _parse_graph(text: str, path: str, catalog: Catalog | None, strict: bool) ->
     magic, layer_count_tok, blob_count_tok = [(text, *rep.where(at)) for _, text, at in items[:3]]
     records: list[LayerLine] = [item[1] for item in items[3:]]
     graph = Graph(catalog, source=path)
-    graph.issues.extend(rep.issues)
+    graph.issues.extend(head.issues + rep.issues)
     build_graph(
         Diagnostics(graph, path, strict=strict, form="text .param"),
         Header(
