@@ -232,3 +232,10 @@ def test_a_fifo_swapped_in_after_the_check_is_refused_on_the_descriptor(
     monkeypatch.setattr(input_files.os, "stat", stat_says_regular)
     with alarm(), pytest.raises(InputFileError, match="is a FIFO"):
         open_input(fifo)
+
+
+def test_a_file_larger_than_its_size_says_is_cut_at_the_limit() -> None:
+    """/proc files are regular files of size 0 that hold text: reading stops one byte past the limit."""
+    with pytest.raises(InputFileError, match="grew while being read; an input larger than 10 bytes"):
+        read_input("/proc/self/status", limit=10)
+    assert read_input("/proc/self/status").startswith(b"Name:")
