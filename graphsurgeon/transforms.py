@@ -107,8 +107,13 @@ class Transform:
         return [c // self.n if k == ax else c for k, c in enumerate(coords)]
 
 
+def _is_int(value: Any) -> bool:
+    """An int written as one (``true`` is not 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _int_list(value: Any, what: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if not isinstance(value, list) or not all(_is_int(v) for v in value):
         raise TransformError(f"{what} must be a list of ints, not {value!r}")
     return tuple(value)
 
@@ -132,14 +137,14 @@ def parse_transform(item: Any) -> Transform:
         if not isinstance(arg, dict) or set(arg) != {"axis", "n"}:
             raise TransformError(f"repeat_interleave takes {{axis: A, n: N}}, not {arg!r}")
         axis, n = arg["axis"], arg["n"]
-        if not (isinstance(axis, int) and isinstance(n, int)) or n < 1:
+        if not (_is_int(axis) and _is_int(n)) or n < 1:
             raise TransformError(f"repeat_interleave axis must be an int and n an int >= 1, not {arg!r}")
         return Transform("repeat_interleave", axis=axis, n=n)
     if kind == "slice":
         if not isinstance(arg, dict) or not set(arg) <= {"axis", "start", "stop"} or "axis" not in arg:
             raise TransformError(f"slice takes {{axis: A, start: S, stop: E}}, not {arg!r}")
         bounds = [arg.get("start"), arg.get("stop")]
-        if not isinstance(arg["axis"], int) or not all(b is None or isinstance(b, int) for b in bounds):
+        if not _is_int(arg["axis"]) or not all(b is None or _is_int(b) for b in bounds):
             raise TransformError(f"slice axis, start and stop must be ints, not {arg!r}")
         return Transform("slice", axis=arg["axis"], start=bounds[0], stop=bounds[1])
     raise TransformError(f"unknown transform {kind!r} (known: transpose, reshape, repeat_interleave, slice)")

@@ -173,8 +173,18 @@ def test_bad_map_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         ("fc.weight: {tensor: fc_t, transforms: [{rotate: 1}]}\n", "unknown transform 'rotate'"),
         ("fc.weight: fc_t\nfc.weight: fc_b\n", "duplicate key"),
         ("weight: fc_t\n", "layer.slot"),
+        ("? [fc, weight]\n: fc_t\n", "a key must be a name, not a list or mapping"),
+        ("fc.weight: {tensor: fc_t, 1: 2, x: 3}\n", "unknown field(s) ['1', 'x']"),
+        ("fc.weight: " + "[" * 10_000 + "]" * 10_000 + "\n", "nested too deeply"),
+        (
+            "fc.weight: {tensor: fc_t, transforms: [{repeat_interleave: {axis: 0, n: true}}]}\n",
+            "n an int >= 1",
+        ),
+        ("fc.weight: {tensor: fc_t, transforms: [{slice: {axis: false, stop: 2}}]}\n", "must be ints"),
+        (b"fc.weight: fc_t\n\xff\n", "bad.yaml:2: not UTF-8 text"),
     ):
-        (tmp_path / "bad.yaml").write_text(text)
+        (tmp_path / "bad.yaml").write_bytes(text if isinstance(text, bytes) else text.encode())
         assert gsurg(["diff-bin", str(b), str(ckpt), "--map", str(tmp_path / "bad.yaml")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("gsurg: error: ") and needle in err and "bad.yaml" in err
+        assert len(err.splitlines()) == 1, err

@@ -12,6 +12,7 @@ PACKAGE = REPO / "graphsurgeon"
 #: Each layer may import only from layers at or below it.
 RANK = {
     "errors": 0,
+    "input_files": 0,
     "resources": 0,
     "plugins": 0,
     "progress": 0,

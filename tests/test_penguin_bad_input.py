@@ -213,6 +213,14 @@ def _text_file(path: Path) -> Path:
     return path
 
 
+def _bomb(path: Path) -> Path:
+    """A 48 KB PNG of 20000 x 20000 pixels: Pillow refuses to decode more than 2 x 89.5M pixels."""
+    from PIL import Image
+
+    Image.new("1", (20000, 20000)).save(path)
+    return path
+
+
 def _truncated_jpeg(path: Path) -> Path:
     path.write_bytes((CORPUS / "images" / "desert.jpg").read_bytes()[:3000])
     return path
@@ -224,9 +232,10 @@ def _truncated_jpeg(path: Path) -> Path:
         (lambda p: p / "missing.png", "no such image file"),
         (lambda p: _text_file(p / "text.png"), "not an image Pillow can read"),
         (lambda p: _truncated_jpeg(p / "cut.jpg"), "cannot decode the image: image file is truncated"),
-        (lambda p: p, "cannot decode the image"),
+        (lambda p: p, "is a folder, not a regular file"),
+        (lambda p: _bomb(p / "bomb.png"), "cannot decode the image: Image size (400000000 pixels) exceeds"),
     ],
-    ids=["missing", "not-an-image", "truncated", "a-folder"],
+    ids=["missing", "not-an-image", "truncated", "a-folder", "decompression-bomb"],
 )
 def test_an_unreadable_image_given_to_verify_is_one_clear_error(
     tmp_path: Path,

@@ -95,7 +95,7 @@ def open_image(path: Path | str) -> PILImage.Image:
         raise ImageError(f"{path}: no such image file") from None
     except UnidentifiedImageError:
         raise ImageError(f"{path}: not an image Pillow can read") from None
-    except (OSError, ValueError, SyntaxError) as err:  # truncated or corrupt data
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:  # corrupt, cut, huge
         raise ImageError(f"{path}: cannot decode the image: {err}") from None
 
 

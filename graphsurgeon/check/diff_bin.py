@@ -29,6 +29,7 @@ from graphsurgeon.formats.model_bin import WeightRecord, custom_layer_note, walk
 from graphsurgeon.formats.param_any import read_param
 from graphsurgeon.formats.safetensors import Checkpoint, is_checkpoint, storage_name
 from graphsurgeon.formats.weight_file import not_a_weight_file
+from graphsurgeon.input_files import check_input
 from graphsurgeon.transforms import TransformError
 
 
@@ -138,9 +139,9 @@ def diff_bins(
     if (ckpt_a and param_a) or (ckpt_b and param_b):
         raise DiffUsageError("--param-a/--param-b name the .param of a .bin side, not of a checkpoint")
     for path in (p for p, ckpt in ((a, ckpt_a), (b, ckpt_b)) if ckpt):
-        if not os.path.isfile(path):
-            why = "cannot read: Is a directory" if os.path.isdir(path) else "no such file"
-            raise DiffUsageError(f"{path}: {why}")
+        if not os.path.exists(path):
+            raise DiffUsageError(f"{path}: no such file")
+        check_input(path, error=DiffUsageError)  # a folder, FIFO or device: refused, never waited on
     if not ckpt_a:
         param_a = param_a or find_param(a)
     if not ckpt_b:

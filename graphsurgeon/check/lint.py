@@ -18,6 +18,7 @@ from graphsurgeon.check.shapes import known_shapes
 from graphsurgeon.errors import BinFormatError, GsurgError
 from graphsurgeon.formats.model_bin import WeightRecord, read_bin
 from graphsurgeon.formats.param_any import read_param
+from graphsurgeon.input_files import check_input
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.schema.catalog import load_catalog
 from graphsurgeon.schema.custom import with_custom
@@ -54,11 +55,7 @@ def run_lint(path: str, options: LintOptions, custom: list[str] | None = None) -
     records: list[WeightRecord] | None = None
     walk_finding: Finding | None = None
     if options.bin_path is not None:
-        try:
-            with open(options.bin_path, "rb"):
-                pass
-        except OSError as err:
-            raise BinFormatError(f"cannot read: {err.strerror}", path=options.bin_path) from None
+        check_input(options.bin_path)  # unreadable, or not a regular file: exit 2, not a finding
         try:
             records = read_bin(graph, options.bin_path)
             report.weights = len(records)

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from graphsurgeon.formats.safetensors import CheckpointError
+from graphsurgeon.input_files import read_input
 from graphsurgeon.transforms import Transform, TransformError, parse_transform
 
 
@@ -47,6 +48,9 @@ def _construct_unique(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node)
+        if isinstance(key, (list, dict)):  # unhashable: a set or dict of them would raise TypeError
+            message = "a key must be a name, not a list or mapping"
+            raise yaml.constructor.ConstructorError(None, None, message, key_node.start_mark)
         if key in seen:
             raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
@@ -57,12 +61,16 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 
 def load_map(path: str) -> list[MapEntry]:
-    """Read a weight map; CheckpointError names the file and the entry for anything malformed."""
+    """Read a weight map (a regular file of at most TEXT_LIMIT bytes); CheckpointError names the file and
+    the entry for anything malformed."""
+    raw = read_input(path, what="a weight map", error=CheckpointError)
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.load(fh, Loader=_UniqueKeyLoader)
-    except OSError as err:
-        raise CheckpointError(f"{path}: cannot read: {err.strerror}") from None
+        data = yaml.load(raw.decode("utf-8"), Loader=_UniqueKeyLoader)
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise CheckpointError(f"{path}:{line}: not UTF-8 text") from None
+    except RecursionError:
+        raise CheckpointError(f"{path}: not valid YAML: nested too deeply") from None
     except yaml.YAMLError as err:
         raise CheckpointError(f"{path}: not valid YAML: {' '.join(str(err).split())}") from None
     if not isinstance(data, dict) or not data:
@@ -80,7 +88,9 @@ def load_map(path: str) -> list[MapEntry]:
             elif isinstance(value, dict) and isinstance(value.get("tensor"), str):
                 extra = set(value) - {"tensor", "transforms"}
                 if extra:
-                    raise ValueError(f"unknown field(s) {sorted(extra)} (known: tensor, transforms)")
+                    raise ValueError(
+                        f"unknown field(s) {sorted(map(str, extra))} (known: tensor, transforms)"
+                    )
                 items = value.get("transforms") or []
                 if not isinstance(items, list):
                     raise ValueError("transforms must be a list")

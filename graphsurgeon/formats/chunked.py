@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from graphsurgeon.errors import BinFormatError
+from graphsurgeon.input_files import open_input
 from graphsurgeon.ir.weights import Storage
 
 #: Native element kinds: numpy dtype as stored in the file, and bytes per element.
@@ -50,10 +51,7 @@ class ChunkReader:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        try:
-            self.fd = os.open(path, os.O_RDONLY)
-        except OSError as err:
-            raise BinFormatError(f"cannot read: {err.strerror}", path=path) from None
+        self.fd = open_input(path)  # a regular file only: a FIFO or device is refused, never waited on
         self.size = os.fstat(self.fd).st_size
         self._buf = bytearray(0)
         self._out = np.empty(0, dtype=np.float32)

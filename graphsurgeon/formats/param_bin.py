@@ -18,8 +18,17 @@ import numpy as np
 
 from graphsurgeon.errors import ParamBinError
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_write_bytes
-from graphsurgeon.formats.param_build import MAGIC, MAX_NET_COUNT, Diagnostics, Header, Place, build_graph
+from graphsurgeon.formats.param_build import (
+    MAGIC,
+    MAX_NET_COUNT,
+    PARAM_LIMIT,
+    Diagnostics,
+    Header,
+    Place,
+    build_graph,
+)
 from graphsurgeon.formats.param_literals import MAX_PARAM_ID, MAX_STRING, OLD_ARRAY_BASE
+from graphsurgeon.input_files import read_input
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.params import Param, ncnn_view
 from graphsurgeon.schema.catalog import Catalog, ParamSpec, ValueType
@@ -263,11 +272,8 @@ def _read_param(
 def read_param_bin(
     path: str | os.PathLike[str], *, catalog: Catalog | None = None, strict: bool = True
 ) -> Graph:
-    """Read a .param.bin file; ``strict`` as in ``parse_param_bin``."""
+    """Read a .param.bin file (a regular file of at most PARAM_LIMIT bytes); ``strict`` as in
+    ``parse_param_bin``."""
     name = os.fspath(path)
-    try:
-        with open(name, "rb") as fh:
-            data = fh.read()
-    except OSError as err:
-        raise ParamBinError(f"{name}: cannot read: {err.strerror}") from None
+    data = read_input(name, limit=PARAM_LIMIT, what="a .param.bin")
     return parse_param_bin(data, path=name, catalog=catalog, strict=strict)

@@ -25,13 +25,16 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from graphsurgeon.errors import GsurgError, ParamBinError, ParamSyntaxError
-from graphsurgeon.formats.param_literals import ParseIssue
+from graphsurgeon.formats.param_literals import ParseIssue, shown_int
+from graphsurgeon.input_files import TEXT_LIMIT
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.names import fresh_name
 from graphsurgeon.ir.params import Param
 
 MAGIC = 7767517
 MAX_NET_COUNT = 1_000_000  # R1020 max_net_count for layer and blob counts
+#: The largest .param, text or binary, that is read at all: a real 2B model's is a few MB.
+PARAM_LIMIT = TEXT_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +120,8 @@ def build_graph(
     if len(records) < layer_count:
         diag.problem(
             "layer-count",
-            f"header says {layer_count} layers but the file has only {len(records)} (ncnn fails to load it)",
+            f"header says {shown_int(layer_count)} layers but the file has only {len(records)} "
+            "(ncnn fails to load it)",
             header.layer_count_at,
         )
     if len(records) > layer_count > 0:
@@ -136,12 +140,12 @@ def build_graph(
     if count < slots:
         diag.problem(
             "blob-count",
-            f"header says {count} blobs but the layers name {slots} "
+            f"header says {shown_int(count)} blobs but the layers name {slots} "
             "(too few blob slots corrupts ncnn's memory)",
             at,
         )
     if count > slots:
-        diag.hazard("spare-blobs", f"header says {count} blobs but the layers name {slots}", at)
+        diag.hazard("spare-blobs", f"header says {shown_int(count)} blobs but the layers name {slots}", at)
     return diag.graph
 
 
@@ -153,7 +157,8 @@ def _check_header(diag: Diagnostics, header: Header) -> None:
         if not 0 < count <= MAX_NET_COUNT:
             diag.problem(
                 "header-count",
-                f"layer and blob counts must be in 1..{MAX_NET_COUNT} (ncnn's max_net_count), not {count}",
+                f"layer and blob counts must be in 1..{MAX_NET_COUNT} (ncnn's max_net_count), "
+                f"not {shown_int(count)}",
                 at,
             )
 

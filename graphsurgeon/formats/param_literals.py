@@ -20,11 +20,20 @@ from graphsurgeon.schema.catalog import ValueType
 
 MAX_NAME = 255  # %255s in Net::load_param
 MAX_VALUE_TOKEN = 127  # R1020 scan_numeric_value
+MAX_KEY_TOKEN = 15  # R1020 reads a param id (before its '=') of at most 15 characters
+MAX_COUNT_TOKEN = 31  # R1020 scan_net_value: header and blob counts as a %31s integer
 MAX_STRING = 255
 MAX_PARAM_ID = 31
 OLD_ARRAY_BASE = -23300
 FLT_MAX = 3.4028234663852886e38
 INT32 = (-(2**31), 2**31 - 1)
+#: A decimal token with more significant digits than this is held as ±SATURATED, never converted: no number
+#: ncnn reads (an int32 value, a param id, a count up to max_net_count) comes near it, and Python refuses to
+#: convert a string of more than 4,300 digits at all.
+MAX_INT_DIGITS = 19
+SATURATED = 10**MAX_INT_DIGITS
+#: Tokens longer than this are abbreviated in messages, so that every message stays one readable line.
+MAX_SHOWN = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +131,32 @@ def check_len(rep: Reporter, text: str, limit: int, what: str, at: int) -> None:
         )
 
 
+def int_token(text: str) -> int:
+    """The value of a decimal token (``[+-]?[0-9]+``, as the grammar gives it) of any length: exact up to
+    MAX_INT_DIGITS significant digits, else -SATURATED or SATURATED, which every range check refuses."""
+    if len(text.lstrip("+-").lstrip("0")) <= MAX_INT_DIGITS:
+        return int(text)
+    return -SATURATED if text.startswith("-") else SATURATED
+
+
+def shown_int(value: int) -> str:
+    """``value`` for a message; a saturated one (see ``int_token``) as what it stands for."""
+    if abs(value) < SATURATED:
+        return str(value)
+    return f"-10^{MAX_INT_DIGITS} or less" if value < 0 else f"10^{MAX_INT_DIGITS} or more"
+
+
+def shown_token(text: str) -> str:
+    """``text`` for a message: as it is, or its start and its length when it is longer than MAX_SHOWN."""
+    if len(text) <= MAX_SHOWN:
+        return text
+    return f"{text[:20]}... ({len(text)} characters)"
+
+
 def to_int(rep: Reporter, text: str, at: int) -> int:
-    value = int(text)
+    value = int_token(text)
     if not INT32[0] <= value <= INT32[1]:
-        rep.problem("int-overflow", f"int {text} does not fit in 32 bits", at)
+        rep.problem("int-overflow", f"int {shown_token(text)} does not fit in 32 bits", at)
         value = max(INT32[0], min(INT32[1], value))
     return value
 

@@ -15,17 +15,23 @@ from typing import Any, Protocol
 
 from graphsurgeon.formats.lalr_fast import Hook, Item
 from graphsurgeon.formats.param_literals import (
+    MAX_COUNT_TOKEN,
+    MAX_KEY_TOKEN,
     MAX_NAME,
     MAX_PARAM_ID,
     MAX_STRING,
     MAX_VALUE_TOKEN,
     OLD_ARRAY_BASE,
+    SATURATED,
     RawArray,
     Reporter,
     check_len,
+    int_token,
     is_placeholder,
     natural_array,
     old_array,
+    shown_int,
+    shown_token,
     to_float,
     to_int,
 )
@@ -134,8 +140,16 @@ class Records:
         if typer is None:
             raise ValueError(f"the grammar's value terminal {kind} has no typing rule")
         value = typer(text, at)
-        key_id = int(key[:-1])
         rep = self.rep
+        if len(key) > MAX_KEY_TOKEN + 1:
+            check_len(rep, key[:-1], MAX_KEY_TOKEN, "param id", key_at)
+        key_id = int_token(key[:-1])
+        if abs(key_id) >= SATURATED:  # no param id nor old-style array key: do not compute with it
+            message = (
+                f"param id {shown_token(key[:-1])} is outside 0..{MAX_PARAM_ID} (ncnn has 32 param slots)"
+            )
+            rep.problem("param-id", message, key_at)
+            return None
         if type(value) is RawArray and any(is_placeholder(i) for i in value.items):
             return self._array_pattern(key_id, value)
         if key_id <= OLD_ARRAY_BASE:
@@ -156,7 +170,7 @@ class Records:
             return None
         items = raw.items
         if key_id <= OLD_ARRAY_BASE:
-            if is_placeholder(items[0]) or int(items[0]) != len(items) - 1:
+            if is_placeholder(items[0]) or int_token(items[0]) != len(items) - 1:
                 self.rep.fail(f"old-style array {key_id}: the length must be the element count", raw.at)
             key_id, items = -(key_id - OLD_ARRAY_BASE), items[1:]
         elements: list[Any] = []
@@ -166,7 +180,7 @@ class Records:
             elif item.startswith("%"):
                 elements.append(holders.capture(item[1:]))
             else:
-                elements.append(float(item) if ("." in item or "e" in item.lower()) else int(item))
+                elements.append(float(item) if ("." in item or "e" in item.lower()) else int_token(item))
         return key_id, holders.array(tuple(elements))
 
     # ---- layer: NAME NAME COUNT COUNT NAME* param* --------------------------------------------------------
@@ -187,13 +201,16 @@ class Records:
                 if len(value) > MAX_NAME or not value.isascii():
                     check_len(rep, value, MAX_NAME, "name", at)
                 names.append(value)
-        n_bottom, n_top = int(nb_text), int(nt_text)
+        for text, at in ((nb_text, nb_at), (nt_text, nt_at)):
+            if len(text) > MAX_COUNT_TOKEN:
+                check_len(rep, text, MAX_COUNT_TOKEN, "count", at)
+        n_bottom, n_top = int_token(nb_text), int_token(nt_text)
         if n_bottom < 0 or n_top < 0:
             rep.fail("bottom and top counts must not be negative", nb_at if n_bottom < 0 else nt_at)
         if n_bottom + n_top != len(names):
             # the line's structure is unknown: fatal in both modes
             rep.fail(
-                f"layer {name} declares {n_bottom} bottom(s) and {n_top} top(s) "
+                f"layer {name} declares {shown_int(n_bottom)} bottom(s) and {shown_int(n_top)} top(s) "
                 f"but lists {len(names)} blob name(s)",
                 name_at,
             )

@@ -26,17 +26,29 @@ from lark.exceptions import UnexpectedInput
 
 from graphsurgeon.errors import ParamSyntaxError
 from graphsurgeon.formats.lalr_fast import FastLALR, Item, Rejected
-from graphsurgeon.formats.param_build import MAGIC, MAX_NET_COUNT, Diagnostics, Header, Place, build_graph
+from graphsurgeon.formats.param_build import (
+    MAGIC,
+    MAX_NET_COUNT,
+    PARAM_LIMIT,
+    Diagnostics,
+    Header,
+    Place,
+    build_graph,
+)
 from graphsurgeon.formats.param_errors import syntax_message
 from graphsurgeon.formats.param_literals import (
+    MAX_COUNT_TOKEN,
     MAX_NAME,
     MAX_STRING,
     OLD_ARRAY_BASE,
     Fail,
     ParseIssue,
     Reporter,
+    check_len,
+    int_token,
 )
 from graphsurgeon.formats.param_records import LayerLine, Placeholders, Records
+from graphsurgeon.input_files import read_input
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.resources import resource_dir
 from graphsurgeon.schema.catalog import Catalog
@@ -47,6 +59,7 @@ __all__ = [
     "MAX_NET_COUNT",
     "MAX_STRING",
     "OLD_ARRAY_BASE",
+    "PARAM_LIMIT",
     "LayerLine",
     "ParseIssue",
     "parse_param_text",
@@ -117,8 +130,12 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 def _parse_graph(text: str, path: str, catalog: Catalog | None, strict: bool) -> Graph:
     rep = Reporter(text, strict=strict)
+    head = Reporter(text, strict=strict)  # the header's own problems, listed before the layers'
     try:
         items = _run(text, "start", Records(rep))
+        for _, count, at in items[1:3]:
+            if len(count) > MAX_COUNT_TOKEN:
+                check_len(head, count, MAX_COUNT_TOKEN, "count", at)
     except Fail as fail:
         raise ParamSyntaxError(fail.message, path=path, line=fail.line, column=fail.column) from None
     except UnexpectedInput as err:
@@ -127,13 +144,13 @@ def _parse_graph(text: str, path: str, catalog: Catalog | None, strict: bool) ->
     magic, layer_count_tok, blob_count_tok = [(text, *rep.where(at)) for _, text, at in items[:3]]
     records: list[LayerLine] = [item[1] for item in items[3:]]
     graph = Graph(catalog, source=path)
-    graph.issues.extend(rep.issues)
+    graph.issues.extend(head.issues + rep.issues)
     build_graph(
         Diagnostics(graph, path, strict=strict, form="text .param"),
         Header(
             magic[0],
-            int(layer_count_tok[0]),
-            int(blob_count_tok[0]),
+            int_token(layer_count_tok[0]),
+            int_token(blob_count_tok[0]),
             Place(magic[1], magic[2]),
             Place(layer_count_tok[1], layer_count_tok[2]),
             Place(blob_count_tok[1], blob_count_tok[2]),
@@ -148,24 +165,25 @@ def _parse_graph(text: str, path: str, catalog: Catalog | None, strict: bool) ->
 def read_param_text(
     path: str | os.PathLike[str], *, catalog: Catalog | None = None, strict: bool = True
 ) -> Graph:
-    """Read a text .param file (never opened for writing); ``strict`` as in ``parse_param_text``."""
+    """Read a text .param file (a regular file of at most PARAM_LIMIT bytes, never opened for writing);
+    ``strict`` as in ``parse_param_text``."""
     name = os.fspath(path)
+    data = read_input(name, limit=PARAM_LIMIT, what="a .param")
+    return parse_param_text(decode_param_text(data, name), path=name, catalog=catalog, strict=strict)
+
+
+def decode_param_text(data: bytes, path: str) -> str:
+    """The text of a .param file's bytes; ParamSyntaxError at the line where they stop being UTF-8."""
     try:
-        with open(name, "rb") as fh:
-            data = fh.read()
-    except OSError as err:
-        raise ParamSyntaxError(f"cannot read: {err.strerror}", path=name) from None
-    try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         raise ParamSyntaxError(
             f"neither a text .param (not UTF-8) nor a .param.bin (which starts with the int32 {MAGIC})",
-            path=name,
+            path=path,
             line=line,
             column=1,
         ) from None
-    return parse_param_text(text, path=name, catalog=catalog, strict=strict)
 
 
 def parse_layer_lines(

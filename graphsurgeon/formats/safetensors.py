@@ -10,17 +10,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import struct
-from dataclasses import dataclass
 
 import numpy as np
 
-from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.chunked import KINDS, ChunkReader, decode
+from graphsurgeon.formats.safetensors_header import DTYPES, CheckpointError, TensorInfo, read_header
+from graphsurgeon.input_files import read_input
 from graphsurgeon.transforms import Transform, TransformError
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".safetensors.index.json")
-_DTYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 _STORAGE_NAMES = {"F32": "fp32", "F16": "fp16", "BF16": "bf16"}
 
 
@@ -29,57 +27,26 @@ def storage_name(dtype: str) -> str:
     return _STORAGE_NAMES.get(dtype, dtype.lower())
 
 
-class CheckpointError(GsurgError):
-    """A weight map or safetensors checkpoint that cannot be read (exit 2)."""
-
-
 def is_checkpoint(path: str) -> bool:
     return path.endswith(CHECKPOINT_SUFFIXES)
 
 
-@dataclass(frozen=True, slots=True)
-class TensorInfo:
-    name: str
-    file: str
-    dtype: str  # safetensors spelling: F32, F16, BF16, ...
-    shape: tuple[int, ...]
-    offset: int  # absolute offset of the first data byte
-
-
-def _read_header(path: str) -> dict[str, TensorInfo]:
+def _read_index(path: str) -> dict[str, str]:
+    """The ``weight_map`` of a sharded checkpoint's index: tensor name → shard file name."""
+    raw = read_input(path, what="a safetensors index", error=CheckpointError)
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-            (length,) = struct.unpack("<Q", head) if len(head) == 8 else (-1,)
-            size = os.fstat(fh.fileno()).st_size
-            if not 2 <= length <= size - 8:
-                raise CheckpointError(f"{path}: not a safetensors file (header length {length}, size {size})")
-            header = json.loads(fh.read(length))
-    except OSError as err:
-        raise CheckpointError(f"{path}: cannot read: {err.strerror}") from None
+        doc = json.loads(raw)
+    except RecursionError:
+        raise CheckpointError(f"{path}: not valid JSON: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path}: safetensors header is not valid JSON: {err}") from None
-    base = 8 + length
-    out: dict[str, TensorInfo] = {}
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (begin, end) = (
-                meta["dtype"],
-                tuple(int(d) for d in meta["shape"]),
-                meta["data_offsets"],
-            )
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{path}: tensor {name!r}: malformed header entry {meta!r}") from None
-        itemsize = KINDS[_DTYPES[dtype]][1] if dtype in _DTYPES else None
-        if not 0 <= begin <= end <= size - base or (itemsize and end - begin != math.prod(shape) * itemsize):
-            raise CheckpointError(
-                f"{path}: tensor {name!r}: data_offsets {[begin, end]} do not fit its "
-                f"shape {list(shape)} and dtype {dtype} or the file ({size} bytes)"
-            )
-        out[name] = TensorInfo(name, path, dtype, shape, base + begin)
-    return out
+        raise CheckpointError(f"{path}: not valid JSON: {err}") from None
+    weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(weight_map, dict):
+        raise CheckpointError(f"{path}: not a safetensors index (no weight_map)")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard:
+            raise CheckpointError(f"{path}: weight_map: tensor {name!r} names no shard file")
+    return weight_map
 
 
 class Checkpoint:
@@ -89,22 +56,16 @@ class Checkpoint:
         self.path = path
         self.tensors: dict[str, TensorInfo] = {}
         if path.endswith(".index.json"):
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    weight_map = json.load(fh)["weight_map"]
-                shards = sorted(set(weight_map.values()))
-            except OSError as err:
-                raise CheckpointError(f"{path}: cannot read: {err.strerror}") from None
-            except (ValueError, KeyError, TypeError, AttributeError):
-                raise CheckpointError(f"{path}: not a safetensors index (no weight_map)") from None
+            weight_map = _read_index(path)
             folder = os.path.dirname(path)
-            headers = {s: _read_header(os.path.join(folder, s)) for s in shards}
+            shards = sorted(set(weight_map.values()))
+            headers = {s: read_header(os.path.join(folder, s)) for s in shards}
             for name, shard in weight_map.items():
                 if name not in headers[shard]:
                     raise CheckpointError(f"{path}: tensor {name!r} is mapped to {shard}, which lacks it")
                 self.tensors[name] = headers[shard][name]
         else:
-            self.tensors = _read_header(path)
+            self.tensors = read_header(path)
         self._readers: dict[str, ChunkReader] = {}
 
     def reader(self, file: str) -> ChunkReader:
@@ -120,7 +81,7 @@ class Checkpoint:
     def source(self, name: str, transforms: tuple[Transform, ...]) -> TensorSource:
         """A value source for tensor ``name`` after ``transforms``; TransformError if they do not fit."""
         info = self.tensors[name]
-        if info.dtype not in _DTYPES:
+        if info.dtype not in DTYPES:
             raise TransformError(f"tensor dtype {info.dtype} is not supported (bf16, fp16 or fp32)")
         shapes = [info.shape]
         for t in transforms:
@@ -133,16 +94,16 @@ class Checkpoint:
         if name not in self.tensors:
             raise CheckpointError(f"{self.path}: no tensor named {name!r}")
         info = self.tensors[name]
-        if info.dtype not in _DTYPES:
+        if info.dtype not in DTYPES:
             raise CheckpointError(f"{self.path}: tensor {name!r} is {info.dtype}, not bf16, fp16 or fp32")
         native = _load_native(info)
-        if _DTYPES[info.dtype] == "bf16":
+        if DTYPES[info.dtype] == "bf16":
             return (native.astype(np.uint32) << 16).view(np.float32)
         return native.astype(np.float32, copy=False)  # safetensors hands back a fresh array
 
 
 def _load_native(info: TensorInfo) -> np.ndarray:
-    kind = _DTYPES[info.dtype]
+    kind = DTYPES[info.dtype]
     if kind == "bf16":  # numpy has no bfloat16: the raw bits, widened per chunk
         n = math.prod(info.shape)
         bits = np.fromfile(info.file, dtype="<u2", count=n, offset=info.offset)
@@ -161,7 +122,7 @@ def _load_native(info: TensorInfo) -> np.ndarray:
 class TensorSource:
     """A checkpoint tensor after its transforms, read in C order as float32. Without a transpose or a
     repeat, the order is the file's and chunks stream from disk; otherwise the tensor is loaded (in its
-    stored dtype), transformed, and chunks are cut from it."""
+    stored dtype) at the first read, transformed, and chunks are cut from it."""
 
     encoding = ""
 
@@ -177,25 +138,33 @@ class TensorSource:
         self.shapes = shapes
         self.shape = shapes[-1]
         self.count = math.prod(self.shape)
-        self.kind = _DTYPES[info.dtype]
+        self.kind = DTYPES[info.dtype]
         self.itemsize = KINDS[self.kind][1]
         self._reader = ckpt.reader(info.file)
+        self._loads = any(t.kind != "reshape" for t in transforms)
         self._array: np.ndarray | None = None
-        if any(t.kind != "reshape" for t in transforms):
-            arr = _load_native(info)
-            for t in transforms:
+
+    def _transformed(self) -> np.ndarray | None:
+        """The tensor after its transforms, loaded at the first read (so a source whose size does not
+        match, say a repeat_interleave by a huge n, is refused before anything is loaded); None when the
+        chunks stream from the file."""
+        if self._loads and self._array is None:
+            arr = _load_native(self.info)
+            for t in self.transforms:
                 arr = t.apply(arr)
             self._array = arr
+        return self._array
 
     def read(self, start: int, stop: int) -> tuple[np.ndarray, memoryview | None]:
         n = stop - start
-        if self._array is None:
+        arr = self._transformed()
+        if arr is None:
             raw = self._reader.read(self.info.offset + start * self.itemsize, n * self.itemsize)
             native = np.frombuffer(raw, dtype=KINDS[self.kind][0], count=n)
-        elif self._array.flags.c_contiguous:
-            native = self._array.reshape(-1)[start:stop]
+        elif arr.flags.c_contiguous:
+            native = arr.reshape(-1)[start:stop]
         else:
-            native = self._array.flat[start:stop]
+            native = arr.flat[start:stop]
         return decode(self.kind, native, self._reader.out(n)), None
 
     def element_offset(self, index: int) -> int:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import stat
 
 from graphsurgeon.formats.param_text import MAGIC
+from graphsurgeon.input_files import InputFileError, kind_of, open_input
 
 #: How much of the file the text test reads: enough that binary data shows itself.
 TEXT_SAMPLE = 64 << 10
@@ -47,13 +47,17 @@ def not_a_weight_file(path: str, *, flat: bool = False) -> str | None:
         return "no such file"
     except OSError as err:
         return f"cannot read: {err.strerror}"
-    if stat.S_ISDIR(info.st_mode):
-        return "is a folder, not a .bin weight file"
-    if not stat.S_ISREG(info.st_mode):
-        return "is not a regular file, so not a .bin weight file"
+    kind = kind_of(info.st_mode)
+    if kind is not None:
+        return f"is {kind}, not a .bin weight file"
     try:
-        with open(path, "rb") as fh:
-            sample = fh.read(TEXT_SAMPLE)
+        fd = open_input(path)  # checked again on the descriptor: never waits on a FIFO swapped in
+        try:
+            sample = os.pread(fd, TEXT_SAMPLE, 0)
+        finally:
+            os.close(fd)
+    except InputFileError as err:
+        return str(err).removeprefix(f"{path}: ")
     except OSError as err:
         return f"cannot read: {err.strerror}"
     if sample[:4] == _PARAM_BIN_MAGIC:

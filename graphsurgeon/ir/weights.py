@@ -8,16 +8,16 @@ Encoding new values into record bytes is ``graphsurgeon.ir.encode``.
 
 from __future__ import annotations
 
-import errno
 import math
 import mmap
 import os
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
+
+from graphsurgeon.input_files import open_input
 
 TAG_FP32 = 0x00000000
 TAG_FP16 = 0x01306B47
@@ -96,18 +96,15 @@ def record_size(storage: Storage, count: int) -> int:
 
 
 class MappedBin:
-    """A read-only memory map of a .bin file (never opened for writing)."""
+    """A read-only memory map of a .bin file (never opened for writing; only a regular file, see
+    ``input_files``)."""
 
     __slots__ = ("_fd", "_mm", "path", "size")
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
-        self._fd = os.open(self.path, os.O_RDONLY)
-        st = os.fstat(self._fd)
-        if stat.S_ISDIR(st.st_mode):  # mmap would fail with a bare EINVAL
-            os.close(self._fd)
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self.path)
-        self.size = st.st_size
+        self._fd = open_input(self.path)  # a folder, FIFO or device is refused, never waited on
+        self.size = os.fstat(self._fd).st_size
         self._mm = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) if self.size else None
 
     def fileno(self) -> int:

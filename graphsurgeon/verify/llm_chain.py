@@ -15,6 +15,7 @@ from typing import Any
 import ncnn
 import numpy as np
 
+from graphsurgeon.input_files import read_input
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.kv_session import KVDecoder, KVSession
 from graphsurgeon.verify.ncnn_fp32 import fp32_net
@@ -22,13 +23,18 @@ from graphsurgeon.verify.rope import rope_inv_freq
 
 
 def read_model_json(folder: Path) -> dict[str, Any]:
+    """``folder/model.json`` as a JSON object with ``nets`` and ``decoder`` (a regular file of at most
+    TEXT_LIMIT bytes); VerifyError, one line naming it, for anything else."""
     path = folder / "model.json"
+    raw = read_input(path, what="a model.json", error=VerifyError)
     try:
-        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise VerifyError(f"{path}: cannot read: {err.strerror}") from None
-    except ValueError as err:
+        doc = json.loads(raw)
+    except RecursionError:
+        raise VerifyError(f"{path}: not valid JSON: nested too deeply") from None
+    except ValueError as err:  # UnicodeDecodeError included
         raise VerifyError(f"{path}: not valid JSON: {err}") from None
+    if not isinstance(doc, dict):
+        raise VerifyError(f"{path}: not a JSON object")
     for key in ("nets", "decoder"):
         if key not in doc:
             raise VerifyError(f"{path}: no {key!r} entry")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from graphsurgeon.input_files import check_input
 from graphsurgeon.plugins import load_callable
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.llm_chain import read_model_json
@@ -39,6 +40,9 @@ def run_verify(folder: Path, options: VerifyOptions) -> VerifyReport:
         options.checkpoint = Path(verifier["checkpoint"])
     if options.checkpoint is not None and not options.checkpoint.exists():
         raise VerifyError(f"{options.checkpoint}: the reference checkpoint does not exist")
+    for image in options.images:  # an image library would wait on a FIFO; a missing one is the verifier's
+        if image.exists():
+            check_input(image, error=VerifyError)
     fn = load_callable(verifier["ref"], folder, what="verifier", error=VerifyError)
     report = fn(folder, doc, options)
     if not isinstance(report, VerifyReport):
