@@ -22,13 +22,14 @@ from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.calibrate import CalibrationError, calibrate_graph, export_inputs
 from graphsurgeon.rewrite.driver import apply_graph
 from graphsurgeon.rewrite.interface import check_interface
+from graphsurgeon.rewrite.output_guard import OutputGuard, input_identities
 from graphsurgeon.rewrite.pattern import compile_pattern, explain_pattern
 from graphsurgeon.rewrite.prepare import Prepared, prepare
 from graphsurgeon.rewrite.rulefile import GraphSpec, PatternSpec, Rule
 from graphsurgeon.rewrite.sections import Interface, ModelInput
 from graphsurgeon.rewrite.select import explain
 from graphsurgeon.rewrite.storage_policy import apply_storage_policy
-from graphsurgeon.rewrite.write_outputs import GraphRun, refuse_overwriting_inputs, write_runs
+from graphsurgeon.rewrite.write_outputs import GraphRun, planned_outputs, write_runs
 
 
 def parse_sets(values: list[str]) -> dict[str, str]:
@@ -159,11 +160,13 @@ def _run(
         return list(runs.values())
     if folder is None:
         raise GsurgError("no output folder: give --out DIR (or outputs.dir in the rule file)")
+    guard = OutputGuard(Path(folder), input_identities(prepared.read_paths()))
+    for name in planned_outputs(rf, list(runs.values())):  # refused before anything is written
+        guard.target(name)
     ensure_folder(folder, folder)
-    refuse_overwriting_inputs(list(runs.values()), Path(folder))
     if progress is not None:
         progress(f"writing {len(runs)} graph(s) to {folder}")
-    write_runs(rf, rule_path, list(runs.values()), Path(folder), progress)
+    write_runs(rf, rule_path, list(runs.values()), guard, progress)
     return list(runs.values())
 
 

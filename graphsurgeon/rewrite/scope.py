@@ -120,6 +120,10 @@ class Scope:
         self._values[name] = value
         return value
 
+    def path_values(self) -> list[str]:
+        """The values of the ``{path: …}`` variables computed so far (an unread one names no file read)."""
+        return [self._values[n] for n, d in self._defs.items() if d.is_path and n in self._values]
+
     def values(self) -> dict[str, Any]:
         """Every variable's value (facts a variable needs are read)."""
         return {name: self.var(name) for name in self._defs}
