@@ -34,6 +34,8 @@ import jinja2
 from jinja2.loaders import split_template_path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from graphsurgeon.errors import GsurgError
+
 #: The most characters or items one value a template makes may hold, and the largest integer argument.
 MAX_ITEMS = 1 << 24
 #: The most bytes a rendered template may hold.
@@ -46,8 +48,9 @@ _MAX_EXPONENT = 64
 _WIDTH = re.compile(r"%[-#0 +]*(\d*)(?:\.(\d+))?|\{[^{}]*?:[^{}]*?(\d+)(?:\.(\d+))?[^{}]*\}")
 
 
-class TemplateLimit(Exception):
-    """A template that breaks a bound of the sandbox (or its time limit)."""
+class TemplateLimit(GsurgError):
+    """A template that breaks a bound of the sandbox (or its time limit); ``side_files`` adds the side file
+    and template to its message."""
 
 
 def _size(value: Any) -> int:
