@@ -94,3 +94,29 @@ def test_an_ordinary_template_still_renders(tmp_path: Path) -> None:
     )
     assert _apply(tmp_path, template) == 0
     assert (tmp_path / "out" / "x.txt").read_text() == 't m.param ["y"]     3 cb 5000000000 1024\n'
+
+
+def test_only_an_export_source_runs_code_and_the_user_is_told_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rule file without ``source:`` runs no code (--dry-run says so); one with it is announced on stderr
+    before the source is imported."""
+    model = write(tmp_path, "m.param", CHAIN)
+    plain = write(tmp_path, "plain.yaml", "version: 1\nname: t\ngraphs:\n  main: {}\n")
+    assert main(["apply", str(plain), str(model), "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert "dry run: nothing written; no code ran" in captured.out
+    assert "note:" not in captured.err
+    sourced = write(
+        tmp_path,
+        "sourced.yaml",
+        "version: 1\nname: t\nsource: {export: nope.py:build}\ninputs:\n  sub: {export: sub}\n"
+        "graphs:\n  main: {input: sub}\n",
+    )
+    assert main(["apply", str(sourced), "--dry-run"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    notes = [i for i, line in enumerate(err) if line.startswith("gsurg: note:")]
+    errors = [i for i, line in enumerate(err) if line.startswith("gsurg: error:")]
+    assert len(notes) == 1 and len(errors) == 1 and notes[0] < errors[0], err
+    assert "running its export source" in err[notes[0]] and "nope.py:build" in err[notes[0]]
+    assert "Python code" in err[notes[0]]

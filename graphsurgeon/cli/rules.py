@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +12,24 @@ from graphsurgeon.rewrite.apply import explain_rule, parse_sets, run_apply, summ
 from graphsurgeon.rewrite.loader import json_schema as rules_json_schema
 
 
+def _notice(message: str, seen: list[str] | None = None) -> None:
+    """A note on stderr (before a rule file's export source runs), remembered in ``seen``."""
+    print(f"gsurg: note: {message}", file=sys.stderr)
+    if seen is not None:
+        seen.append(message)
+
+
 def cmd_apply(args: argparse.Namespace) -> int:
     sets = parse_sets(args.set or [])
     if args.explain:
-        print(explain_rule(args.rules, args.explain, args.input, args.bin, sets, strict=args.strict))
+        text = explain_rule(
+            args.rules, args.explain, args.input, args.bin, sets, strict=args.strict, notice=_notice
+        )
+        print(text)
         return 0
 
     progress = Progress(verbose=args.verbose)
+    notes: list[str] = []
     runs = run_apply(
         args.rules,
         args.input,
@@ -28,12 +40,17 @@ def cmd_apply(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         keep_work=args.keep_work,
         progress=progress,
+        notice=lambda message: _notice(message, notes),
     )
     print(summary(runs))
     if not args.dry_run:
         print(table(runs))
     folder = next((run.folder for run in runs if run.folder is not None), args.out)
-    print("dry run: nothing written" if args.dry_run else f"wrote {folder}")
+    if args.dry_run:
+        ran = "its export source ran (Python code)" if notes else "no code ran"
+        print(f"dry run: nothing written; {ran}")
+    else:
+        print(f"wrote {folder}")
     return 0
 
 

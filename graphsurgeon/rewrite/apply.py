@@ -8,6 +8,7 @@ graph, its provenance sidecar and the side files are written into the output fol
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -99,10 +100,19 @@ def run_apply(
     dry_run: bool = False,
     keep_work: bool = False,
     progress: Progress | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> list[GraphRun]:
-    """Run the rule file and write its results into ``out_dir`` (or the rule file's ``outputs.dir``)."""
+    """Run the rule file and write its results into ``out_dir`` (or the rule file's ``outputs.dir``);
+    ``notice`` is told before the rule file's export source (Python code) runs."""
     prepared = prepare(
-        rule_path, param, bin_path, sets, work_parent=out_dir, keep_work=keep_work, progress=progress
+        rule_path,
+        param,
+        bin_path,
+        sets,
+        work_parent=out_dir,
+        keep_work=keep_work,
+        progress=progress,
+        notice=notice,
     )
     try:
         return _run(prepared, rule_path, out_dir, strict=strict, dry_run=dry_run, progress=progress)
@@ -191,10 +201,11 @@ def explain_rule(
     sets: dict[str, str],
     *,
     strict: bool = False,
+    notice: Callable[[str], None] | None = None,
 ) -> str:
     """Run the rules before ``rule_name`` exactly as ``apply`` would (interface and ``--strict`` checks
     included), then list every candidate layer's verdict for it."""
-    prepared = prepare(rule_path, param, bin_path, sets, work_parent=None)
+    prepared = prepare(rule_path, param, bin_path, sets, work_parent=None, notice=notice)
     try:
         rf = prepared.rules
         done: dict[str, GraphRun] = {}

@@ -104,8 +104,11 @@ def prepare(
     work_parent: str | None,
     keep_work: bool = False,
     progress: Progress | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> Prepared:
-    """Open, export and finish the rule file (see the module docstring)."""
+    """Open, export and finish the rule file (see the module docstring). Before an export source runs,
+    ``notice`` is told (the source is Python code the rule file names; nothing else in a rule file runs
+    code)."""
     program = open_rule_file(rule_path, sets)
     header_inputs = program.header.get("inputs") or {}
     inputs = {name: ModelInput.model_validate(entry) for name, entry in header_inputs.items()}
@@ -119,6 +122,8 @@ def prepare(
     calibration: dict[str, Samples] = {}
     try:
         if work is not None:
+            if notice is not None:
+                notice(code_notice(program.path, program.header.get("source")))
             calibration = _export(program, inputs, wanted, work, progress)
         rules = program.finish()
         checkpoints = {name: Checkpoint(c.path) for name, c in rules.checkpoints.items()}
@@ -132,6 +137,15 @@ def prepare(
     path_vars = [str(v) for v in program.scope.path_values()]
     return Prepared(
         rules, inputs, checkpoints, work, keep_work, sorted(wanted), calibration, rule_files, path_vars
+    )
+
+
+def code_notice(rule_path: str, source: Any) -> str:
+    """What a user is told before a rule file's export source runs."""
+    ref = source.get("export") if isinstance(source, dict) else None
+    return (
+        f"{rule_path}: running its export source {ref} (source.export): Python code with your permissions; "
+        "a rule file without source: runs no code"
     )
 
 
