@@ -141,15 +141,19 @@ def test_includes_are_bounded_and_read_once(tmp_path: Path, capsys: pytest.Captu
     [
         ("a\\0b.yaml", "r.yaml:3: the path 'a\\x00b.yaml' holds a NUL character"),
         ("loop.yaml", "r.yaml:3: included"),
+        ("fifo", "r.yaml:3: included rule file"),
     ],
 )
 def test_bad_include_paths(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], include: str, expected: str
 ) -> None:
     os.symlink("loop.yaml", tmp_path / "loop.yaml")
+    os.mkfifo(tmp_path / "fifo")
     assert _apply(tmp_path, HEAD + f'include: ["{include}"]\ngraphs: {{main: {{}}}}\n') == 2
     line = err_line(capsys)
     assert expected in line, line
+    if include == "fifo":
+        assert "is a FIFO, not a file" in line, line
 
 
 @pytest.mark.parametrize(

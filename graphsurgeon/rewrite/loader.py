@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from graphsurgeon.formats.outpaths import kind
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.scope import JsonFact, LazyFacts, Scope, VarDef
 from graphsurgeon.rewrite.sections import CheckpointInput, ModelInput, Outputs, Source
@@ -84,7 +85,8 @@ def _read_tree(
         where = src.where(("include", i))
         child = real_path(item, path.parent, where)
         if not child.is_file():
-            raise RuleFileError(f"{where}: included rule file {child} does not exist")
+            what = "does not exist" if not os.path.lexists(child) else f"is {kind(str(child))}, not a file"
+            raise RuleFileError(f"{where}: included rule file {child} {what}")
         for sub in _read_tree(child, None, (*chain, path), done):
             if sub.path not in seen:
                 seen.add(sub.path)
