@@ -140,3 +140,18 @@ def test_a_copy_source_must_be_a_regular_file(
     assert f"side file x.txt: copy source {source} is a" in line and "not a file" in line, line
     assert not (tmp_path / "out" / "x.txt").exists()
     assert not [p for p in (tmp_path / "out").glob("*") if p.name.startswith(".") and "x.txt" in p.name]
+
+
+@pytest.mark.parametrize("field", ["side", "graph"])
+def test_a_nul_in_an_output_path_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str
+) -> None:
+    if field == "side":
+        rules = HEAD + 'side_files:\n  - {copy: t.j2, output: "a\\0b"}\n'
+        place = "r.yaml:6: side_files.0.output"
+    else:
+        rules = 'version: 1\nname: t\ngraphs:\n  main:\n    output: {param: "a\\0b"}\n'
+        place = "r.yaml:5: graphs.main.output.param"
+    assert _run(tmp_path, rules) == 2
+    line = err_line(capsys)
+    assert place in line and "holds a NUL character" in line, line

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,24 +11,27 @@ from graphsurgeon.rewrite.apply import explain_rule, parse_sets, run_apply, summ
 from graphsurgeon.rewrite.loader import json_schema as rules_json_schema
 
 
-def _notice(message: str, seen: list[str] | None = None) -> None:
-    """A note on stderr (before a rule file's export source runs), remembered in ``seen``."""
-    print(f"gsurg: note: {message}", file=sys.stderr)
-    if seen is not None:
-        seen.append(message)
-
-
 def cmd_apply(args: argparse.Namespace) -> int:
     sets = parse_sets(args.set or [])
+    progress = Progress(verbose=args.verbose)
+    notes: list[str] = []
+
+    def notice(message: str) -> None:
+        """Before an export source runs: a line of --dry-run's output (printed before the code runs), a
+        progress line otherwise (stderr, on a terminal or with -v), so error output stays one line."""
+        notes.append(message)
+        if args.dry_run:
+            print(f"note: {message}", flush=True)
+        else:
+            progress(f"note: {message}")
+
     if args.explain:
         text = explain_rule(
-            args.rules, args.explain, args.input, args.bin, sets, strict=args.strict, notice=_notice
+            args.rules, args.explain, args.input, args.bin, sets, strict=args.strict, notice=progress
         )
         print(text)
         return 0
 
-    progress = Progress(verbose=args.verbose)
-    notes: list[str] = []
     runs = run_apply(
         args.rules,
         args.input,
@@ -40,7 +42,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         keep_work=args.keep_work,
         progress=progress,
-        notice=lambda message: _notice(message, notes),
+        notice=notice,
     )
     print(summary(runs))
     if not args.dry_run:
