@@ -96,9 +96,8 @@ def test_a_symbolic_link_inside_out_leading_out_is_refused(
 def test_an_output_that_is_an_input_through_a_link_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str
 ) -> None:
-    """A hard link to an input inside --out is that input: writing it would not replace the input's bytes
-    through rename, but a later run reading --out would read the old input as an output, and the reverse
-    (the input being a link into --out) loses data; both are refused."""
+    """A target in --out that is a hard link to an input is that input (same device and inode): no output
+    may be an input of the run, whatever its path says."""
     src = tmp_path / "src"
     write(src, "m.param", CHAIN)
     write(src, "t.j2", "{{ rule_set }}\n")
