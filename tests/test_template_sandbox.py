@@ -73,6 +73,11 @@ def test_a_failing_template_is_one_line(
     assert not (tmp_path / "out" / "x.txt").exists()
 
 
+def test_a_failing_template_names_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _apply(tmp_path, "fine\n{{ rule_set }}\n{{ 1/0 }}\n") == 2
+    assert "template " + str(tmp_path / "t.j2") + ":3: ZeroDivisionError" in err_line(capsys)
+
+
 def test_rendering_is_bounded_in_time_and_size(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -121,8 +121,22 @@ def render_side_file(side: SideFile, context: dict[str, Any]) -> bytes:
         RecursionError,
     ) as err:
         why = "macros or includes nest too deeply" if isinstance(err, RecursionError) else one_line(err)
-        raise SideFileError(f"side file {side.output}: template {side.template}: {why}") from None
+        at = _template_line(err)
+        raise SideFileError(f"side file {side.output}: template {at or side.template}: {why}") from None
     return text.encode("utf-8")
+
+
+def _template_line(err: BaseException) -> str | None:
+    """``file:line`` of the innermost template frame of ``err`` (jinja2 rewrites a rendering error's
+    traceback to show template files and lines), or None."""
+    found = None
+    tb = err.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.endswith(".py") and os.path.isfile(filename):
+            found = f"{filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
 
 
 def write_side_files(
