@@ -13,11 +13,25 @@ from graphsurgeon.rewrite.loader import json_schema as rules_json_schema
 
 def cmd_apply(args: argparse.Namespace) -> int:
     sets = parse_sets(args.set or [])
+    progress = Progress(verbose=args.verbose)
+    notes: list[str] = []
+
+    def notice(message: str) -> None:
+        """Before an export source runs: a line of --dry-run's output (printed before the code runs), a
+        progress line otherwise (stderr, on a terminal or with -v), so error output stays one line."""
+        notes.append(message)
+        if args.dry_run:
+            print(f"note: {message}", flush=True)
+        else:
+            progress(f"note: {message}")
+
     if args.explain:
-        print(explain_rule(args.rules, args.explain, args.input, args.bin, sets, strict=args.strict))
+        text = explain_rule(
+            args.rules, args.explain, args.input, args.bin, sets, strict=args.strict, notice=progress
+        )
+        print(text)
         return 0
 
-    progress = Progress(verbose=args.verbose)
     runs = run_apply(
         args.rules,
         args.input,
@@ -28,12 +42,17 @@ def cmd_apply(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         keep_work=args.keep_work,
         progress=progress,
+        notice=notice,
     )
     print(summary(runs))
     if not args.dry_run:
         print(table(runs))
     folder = next((run.folder for run in runs if run.folder is not None), args.out)
-    print("dry run: nothing written" if args.dry_run else f"wrote {folder}")
+    if args.dry_run:
+        ran = "its export source ran (Python code)" if notes else "no code ran"
+        print(f"dry run: nothing written; {ran}")
+    else:
+        print(f"wrote {folder}")
     return 0
 
 

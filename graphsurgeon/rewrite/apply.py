@@ -8,6 +8,7 @@ graph, its provenance sidecar and the side files are written into the output fol
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,13 +23,14 @@ from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.calibrate import CalibrationError, calibrate_graph, export_inputs
 from graphsurgeon.rewrite.driver import apply_graph
 from graphsurgeon.rewrite.interface import check_interface
+from graphsurgeon.rewrite.output_guard import OutputGuard, input_identities
 from graphsurgeon.rewrite.pattern import compile_pattern, explain_pattern
 from graphsurgeon.rewrite.prepare import Prepared, prepare
 from graphsurgeon.rewrite.rulefile import GraphSpec, PatternSpec, Rule
 from graphsurgeon.rewrite.sections import Interface, ModelInput
 from graphsurgeon.rewrite.select import explain
 from graphsurgeon.rewrite.storage_policy import apply_storage_policy
-from graphsurgeon.rewrite.write_outputs import GraphRun, refuse_overwriting_inputs, write_runs
+from graphsurgeon.rewrite.write_outputs import GraphRun, planned_outputs, write_runs
 
 
 def parse_sets(values: list[str]) -> dict[str, str]:
@@ -98,10 +100,19 @@ def run_apply(
     dry_run: bool = False,
     keep_work: bool = False,
     progress: Progress | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> list[GraphRun]:
-    """Run the rule file and write its results into ``out_dir`` (or the rule file's ``outputs.dir``)."""
+    """Run the rule file and write its results into ``out_dir`` (or the rule file's ``outputs.dir``);
+    ``notice`` is told before the rule file's export source (Python code) runs."""
     prepared = prepare(
-        rule_path, param, bin_path, sets, work_parent=out_dir, keep_work=keep_work, progress=progress
+        rule_path,
+        param,
+        bin_path,
+        sets,
+        work_parent=out_dir,
+        keep_work=keep_work,
+        progress=progress,
+        notice=notice,
     )
     try:
         return _run(prepared, rule_path, out_dir, strict=strict, dry_run=dry_run, progress=progress)
@@ -159,11 +170,13 @@ def _run(
         return list(runs.values())
     if folder is None:
         raise GsurgError("no output folder: give --out DIR (or outputs.dir in the rule file)")
+    guard = OutputGuard(Path(folder), input_identities(prepared.read_paths()))
+    for name in planned_outputs(rf, list(runs.values())):  # refused before anything is written
+        guard.target(name)
     ensure_folder(folder, folder)
-    refuse_overwriting_inputs(list(runs.values()), Path(folder))
     if progress is not None:
         progress(f"writing {len(runs)} graph(s) to {folder}")
-    write_runs(rf, rule_path, list(runs.values()), Path(folder), progress)
+    write_runs(rf, rule_path, list(runs.values()), guard, progress)
     return list(runs.values())
 
 
@@ -188,10 +201,11 @@ def explain_rule(
     sets: dict[str, str],
     *,
     strict: bool = False,
+    notice: Callable[[str], None] | None = None,
 ) -> str:
     """Run the rules before ``rule_name`` exactly as ``apply`` would (interface and ``--strict`` checks
     included), then list every candidate layer's verdict for it."""
-    prepared = prepare(rule_path, param, bin_path, sets, work_parent=None)
+    prepared = prepare(rule_path, param, bin_path, sets, work_parent=None, notice=notice)
     try:
         rf = prepared.rules
         done: dict[str, GraphRun] = {}

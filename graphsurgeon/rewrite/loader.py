@@ -27,16 +27,14 @@ from typing import Any, NoReturn
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from graphsurgeon.formats.outpaths import kind
 from graphsurgeon.plugins import load_callable
-from graphsurgeon.rewrite.actions import ACTION_KEYS
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.scope import JsonFact, LazyFacts, Scope, VarDef
 from graphsurgeon.rewrite.sections import CheckpointInput, ModelInput, Outputs, Source
+from graphsurgeon.rewrite.validation_errors import describe
 from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, load_located
 
-#: Error kinds in the order they explain a union best: a validator's own message, then a wrong literal or
-#: pattern, then a missing or an unexpected key; plain type errors ("not an int") come last.
-_SPECIFIC = ("value_error", "literal_error", "string_pattern_mismatch", "missing", "extra_forbidden")
 _HEADER = ("version", "name", "description", "source", "inputs", "checkpoints", "outputs")
 _BY_NAME = ("inputs", "checkpoints", "graphs")  # sections merged entry by entry
 _LATE = ("graphs", "side_files")  # evaluated by finish(): they may read facts about the input models
@@ -51,11 +49,31 @@ def json_schema() -> str:
     return json.dumps(schema, indent=2)
 
 
-def _read_tree(path: Path, text: str | None, chain: tuple[Path, ...]) -> list[LocatedYaml]:
-    """``path`` and everything it includes, included files first (each once, in order)."""
+#: How deep includes may nest, and how many files one rule file may bring in.
+MAX_INCLUDE_DEPTH = 32
+MAX_INCLUDED_FILES = 256
+
+
+def real_path(value: str, base: Path, where: str) -> Path:
+    """``value`` (relative to ``base``, ``~`` expanded) as a real path; a NUL in it is an error naming
+    ``where``. A symbolic link loop is left unresolved (reading it then fails with the system's reason)."""
+    if "\0" in value:
+        raise RuleFileError(f"{where}: the path {value!r} holds a NUL character")
+    return Path(os.path.realpath(base / Path(value).expanduser()))
+
+
+def _read_tree(
+    path: Path, text: str | None, chain: tuple[Path, ...], done: dict[Path, list[LocatedYaml]]
+) -> list[LocatedYaml]:
+    """``path`` and everything it includes, included files first (each once, in order). ``done`` holds the
+    files already read with their trees, so a file included along many paths is read once."""
     if path in chain:
         cycle = " -> ".join(str(p) for p in (*chain[chain.index(path) :], path))
         raise RuleFileError(f"{chain[-1]}: include cycle: {cycle}")
+    if path in done:
+        return done[path]
+    if len(chain) >= MAX_INCLUDE_DEPTH:
+        raise RuleFileError(f"{chain[-1]}: includes nest more than {MAX_INCLUDE_DEPTH} files deep")
     src = load_located(str(path), text)
     if not isinstance(src.data, dict):
         raise RuleFileError(f"{path}:1: a rule file is a YAML mapping (version, name, graphs, …)")
@@ -63,14 +81,21 @@ def _read_tree(path: Path, text: str | None, chain: tuple[Path, ...]) -> list[Lo
     if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
         raise RuleFileError(f"{src.where(('include',))}: include is a list of rule-file paths")
     files: list[LocatedYaml] = []
+    seen: set[str] = set()
     for i, item in enumerate(includes):
-        child = (path.parent / item).resolve()
+        where = src.where(("include", i))
+        child = real_path(item, path.parent, where)
         if not child.is_file():
-            raise RuleFileError(f"{src.where(('include', i))}: included rule file {child} does not exist")
-        for sub in _read_tree(child, None, (*chain, path)):
-            if all(Path(f.path) != Path(sub.path) for f in files):
+            what = "does not exist" if not os.path.lexists(child) else f"is {kind(str(child))}, not a file"
+            raise RuleFileError(f"{where}: included rule file {child} {what}")
+        for sub in _read_tree(child, None, (*chain, path), done):
+            if sub.path not in seen:
+                seen.add(sub.path)
                 files.append(sub)
     files.append(src)
+    done[path] = files
+    if len(done) > MAX_INCLUDED_FILES:
+        raise RuleFileError(f"{path}: includes bring in more than {MAX_INCLUDED_FILES} rule files")
     return files
 
 
@@ -90,11 +115,25 @@ def _var_defs(files: list[LocatedYaml], overrides: Mapping[str, str], cwd: Path)
     for name, text in overrides.items():
         if name not in defs:
             raise RuleFileError(f"{files[-1].path}: --set {name}: the rule file declares no such variable")
-        value: Any = yaml.safe_load(text) if text.strip() else text  # typed as a YAML scalar: 2048 is an int
-        if isinstance(value, dict | list):
-            value = text
+        value = _set_value(name, text)
         defs[name] = VarDef(name, value, f"--set {name}", cwd, defs[name].is_path)
     return defs
+
+
+def _set_value(name: str, text: str) -> Any:
+    """A ``--set`` value typed as a YAML scalar (``2048`` is an int, ``true`` a bool; anything else, a
+    collection or a date, stays the text); a value YAML cannot read (``[``, ``!!int abc``) is an error
+    naming the option."""
+    if not text.strip():
+        return text
+    try:
+        value = yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError, TypeError, ArithmeticError) as err:
+        problem = getattr(err, "problem", None) or (str(err).splitlines() or [type(err).__name__])[0]
+        raise RuleFileError(
+            f"--set {name}={text}: not a value YAML can read ({problem}); quote it to give a string"
+        ) from None
+    return value if isinstance(value, str | int | float | bool) else text  # a list, a date: the text
 
 
 def _path_field(loc: tuple[Any, ...]) -> str | None:
@@ -114,15 +153,15 @@ def _path_field(loc: tuple[Any, ...]) -> str | None:
     return None
 
 
-def _resolve(kind: str, value: str, base: Path) -> str:
+def _resolve(kind: str, value: str, base: Path, where: str) -> str:
     if kind == "module":
         module, sep, attr = value.rpartition(":")
         if sep and (module.endswith(".py") or "/" in module or os.sep in module):
-            return f"{(base / module).resolve()}:{attr}"
+            return f"{real_path(module, base, where)}:{attr}"
         return value
-    if kind == "template" and "/" not in value and not (base / value).exists():
+    if kind == "template" and "/" not in value and "\0" not in value and not (base / value).exists():
         return value  # a template name in emit/
-    return str((base / Path(value).expanduser()).resolve())
+    return str(real_path(value, base, where))
 
 
 @dataclass
@@ -214,7 +253,7 @@ class RuleProgram:
                 return rendered
             lead = _LEADING_VAR.match(value) if isinstance(value, str) else None
             origin = self.cwd if lead is not None and lead.group(1) in self.cli_vars else base
-            return _resolve(kind, rendered, origin)
+            return _resolve(kind, rendered, origin, src.where(loc))
 
         return walk(src.data[section], (section,))
 
@@ -296,7 +335,8 @@ def open_rule_file(
     """Read ``path`` and its includes, set up variables and facts, and evaluate the sections that say
     where models come from. ``overrides`` are ``--set`` values (paths in them are relative to ``cwd``)."""
     here = Path(cwd or os.getcwd())
-    files = _read_tree(Path(path).resolve() if text is None else Path(path).absolute(), text, ())
+    start = Path(os.path.realpath(path)) if text is None else Path(path).absolute()
+    files = _read_tree(start, text, (), {})
     overrides = dict(overrides or {})
     scope = Scope(_var_defs(files, overrides, here))
     program = RuleProgram(path, files, scope, {}, set(overrides), here)
@@ -362,41 +402,7 @@ def _validate(model: type[RuleFile], data: dict[str, Any], program: RuleProgram)
 
 
 def _raise(err: ValidationError, data: Any, program: RuleProgram, prefix: tuple[Any, ...] = ()) -> NoReturn:
-    errors = err.errors()
-    # in a union, a validator's or schema's own complaint says more than "not an int"
-    rank = {kind: i for i, kind in enumerate(_SPECIFIC)}
-    first = min(errors, key=lambda e: rank.get(e["type"], len(rank)))
-    loc = _data_path(data, (*prefix, *first["loc"]))
+    loc, message = describe(err, data, prefix)
     where = "(top level)" if not loc else ".".join(str(p) for p in loc)
-    message = first["msg"]
-    if first["type"] == "union_tag_not_found" and loc and loc[-2:-1] == ("do",):
-        message = f"an action is one of {', '.join(ACTION_KEYS)}"
-    elif first["type"] == "union_tag_not_found" and loc and loc[-2:-1] == ("transforms",):
-        message = (
-            "a transform is one of transpose, {transpose: [axes]}, {reshape: [dims]}, "
-            "{repeat_interleave: {axis: A, n: N}}, {slice: {axis: A, start: S, stop: E}}"
-        )
-    elif first["type"] == "union_tag_not_found":
-        message = "not a form this field takes"
     src = program.origins.get(tuple(loc[:2])) or program.origins.get(tuple(loc[:1])) or program.files[-1]
     raise RuleFileError(f"{src.where(loc)}: {where}: {message}") from None
-
-
-def _data_path(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Drop what pydantic adds to an error location that is not in the document (union member names such
-    as ``Rule`` or ``SetAction``), so the location maps back to a YAML line."""
-    path: list[Any] = []
-    node = data
-    for part in loc:
-        in_dict = isinstance(node, dict) and part in node
-        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
-        if in_dict or in_list:
-            node = node[part]
-            path.append(part)
-        elif isinstance(node, dict | list):
-            continue  # a union member's name, or a field the user did not write
-        else:
-            break
-    last = loc[-1] if loc else None
-    is_key = isinstance(last, str) and re.fullmatch(r"[a-z_][A-Za-z0-9_]*", last) is not None
-    return (*path, last) if is_key and last not in path else tuple(path)

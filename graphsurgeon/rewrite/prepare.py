@@ -60,6 +60,25 @@ class Prepared:
     keep_work: bool = False
     exported: list[str] = field(default_factory=list)
     calibration: dict[str, Samples] = field(default_factory=dict)  # input name -> its samples, on demand
+    rule_files: list[str] = field(default_factory=list)  # the rule file and every file it includes
+    path_vars: list[str] = field(default_factory=list)  # the values of its {path: …} variables
+
+    def read_paths(self) -> list[str]:
+        """Every file or folder the run reads (none of them may be an output): the rule files, the models,
+        the source checkpoint and the checkpoints (with the folder of a sharded one), path variables, and
+        the side files' templates, copy sources and weight-map checkpoints."""
+        rf = self.rules
+        paths = [*self.rule_files, *self.path_vars]
+        paths += [p for m in self.inputs.values() for p in (m.param, m.bin) if p is not None]
+        if rf.source is not None and rf.source.checkpoint:
+            paths.append(rf.source.checkpoint)
+        for c in rf.checkpoints.values():
+            paths += [c.path, str(Path(c.path).parent)] if c.path.endswith(".json") else [c.path]
+        for side in rf.side_files:
+            paths += [p for p in (side.copy_, side.weight_map) if p is not None]
+            if side.template is not None and Path(side.template).is_absolute():
+                paths.append(side.template)
+        return paths
 
     def release_sources(self) -> None:
         """Drop the calibration sources (and what they keep alive)."""
@@ -85,8 +104,11 @@ def prepare(
     work_parent: str | None,
     keep_work: bool = False,
     progress: Progress | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> Prepared:
-    """Open, export and finish the rule file (see the module docstring)."""
+    """Open, export and finish the rule file (see the module docstring). Before an export source runs,
+    ``notice`` is told (the source is Python code the rule file names; nothing else in a rule file runs
+    code)."""
     program = open_rule_file(rule_path, sets)
     header_inputs = program.header.get("inputs") or {}
     inputs = {name: ModelInput.model_validate(entry) for name, entry in header_inputs.items()}
@@ -100,6 +122,8 @@ def prepare(
     calibration: dict[str, Samples] = {}
     try:
         if work is not None:
+            if notice is not None:
+                notice(code_notice(program.path, program.header.get("source")))
             calibration = _export(program, inputs, wanted, work, progress)
         rules = program.finish()
         checkpoints = {name: Checkpoint(c.path) for name, c in rules.checkpoints.items()}
@@ -109,7 +133,20 @@ def prepare(
             if isinstance(err, ExportError) and str(work) in str(err):  # it points at a file just removed
                 raise ExportError(f"{err} (the work folder is removed; --keep-work keeps it)") from None
         raise
-    return Prepared(rules, inputs, checkpoints, work, keep_work, sorted(wanted), calibration)
+    rule_files = [src.path for src in program.files]
+    path_vars = [str(v) for v in program.scope.path_values()]
+    return Prepared(
+        rules, inputs, checkpoints, work, keep_work, sorted(wanted), calibration, rule_files, path_vars
+    )
+
+
+def code_notice(rule_path: str, source: Any) -> str:
+    """What a user is told before a rule file's export source runs."""
+    ref = source.get("export") if isinstance(source, dict) else None
+    return (
+        f"{rule_path}: running its export source {ref} (source.export): Python code with your permissions; "
+        "a rule file without source: runs no code"
+    )
 
 
 def _work_folder(parent: str | None) -> Path:

@@ -5,7 +5,7 @@ A ``${…}`` template holds an expression (``graphsurgeon.schema.expr``: integer
 
 * **variables** (``vars:`` of the rule file and the files it includes; ``--set name=value`` overrides),
   each evaluated on first use, so a variable may be computed from others (``group: ${heads // kv_heads}``)
-  and a cycle is an error naming it;
+  and a cycle, or a chain deeper than ``MAX_CHAIN``, is an error naming it;
 * **facts**: ``config`` (the source checkpoint's ``config.json``, e.g. ``${config.num_hidden_layers}``) and
   ``inputs`` (the models a graph reads, e.g. ``${inputs.decoder.count.SDPA}``), read only when used.
 
@@ -27,6 +27,8 @@ from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError
 from graphsurgeon.schema.expr import evaluate
 
 TEMPLATE = re.compile(r"\$\{([^{}]*)\}")
+#: How deep variables computed from variables may nest (each level is a stack of evaluator frames).
+MAX_CHAIN = 50
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,12 @@ class Scope:
         if name in self._evaluating:
             cycle = " -> ".join([*self._evaluating[self._evaluating.index(name) :], name])
             raise RuleFileError(f"{vdef.where}: variable {name} depends on itself ({cycle})")
+        if len(self._evaluating) >= MAX_CHAIN:
+            chain = " -> ".join([*self._evaluating[:3], "…", name])
+            raise RuleFileError(
+                f"{vdef.where}: variable {name}: variables computed from variables nest more than "
+                f"{MAX_CHAIN} deep ({chain})"
+            )
         self._evaluating.append(name)
         try:
             value = self.render(vdef.raw, vdef.where)
@@ -119,6 +127,10 @@ class Scope:
             self._evaluating.pop()
         self._values[name] = value
         return value
+
+    def path_values(self) -> list[str]:
+        """The values of the ``{path: …}`` variables computed so far (an unread one names no file read)."""
+        return [self._values[n] for n, d in self._defs.items() if d.is_path and n in self._values]
 
     def values(self) -> dict[str, Any]:
         """Every variable's value (facts a variable needs are read)."""

@@ -5,14 +5,17 @@ files rendered beside the models, and the output folder. Paths are relative to t
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
+from graphsurgeon.rewrite.output_guard import check_output_name
 from graphsurgeon.rewrite.select import Selector
 from graphsurgeon.rewrite.strict import StrictModel
 
 StorageName = Literal["fp32", "fp16", "bf16"]
+#: A path inside the output folder: relative, without ``..`` (``rewrite.output_guard``).
+OutputName = Annotated[str, AfterValidator(check_output_name)]
 
 
 class PathVar(StrictModel):
@@ -64,8 +67,8 @@ class CheckpointInput(StrictModel):
 class GraphOutput(StrictModel):
     """Where a graph's result goes, inside the output folder. A ``.param.bin`` name is written binary."""
 
-    param: str
-    bin: str | None = Field(default=None, description="the weights (required when the model has any)")
+    param: OutputName
+    bin: OutputName | None = Field(default=None, description="the weights (required when the model has any)")
 
 
 class Interface(StrictModel):
@@ -134,7 +137,9 @@ class SideFile(StrictModel):
     (a safetensors file, a ``*.safetensors.index.json``, or a folder holding one) whose values it holds,
     written to ``output`` with ``{graph}`` replaced by the graph's name."""
 
-    output: str = Field(description="path inside the output folder ({graph}: the graph, for weight_map)")
+    output: OutputName = Field(
+        description="path inside the output folder ({graph}: the graph, for weight_map)"
+    )
     template: str | None = None
     copy_: str | None = Field(default=None, alias="copy")
     weight_map: str | None = Field(

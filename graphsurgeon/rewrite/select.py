@@ -13,6 +13,7 @@ from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.params import to_f32
 from graphsurgeon.rewrite.actions.params import ParamValue
+from graphsurgeon.rewrite.safe_regex import MAX_NAME, check_name_regex
 from graphsurgeon.rewrite.strict import StrictModel
 
 
@@ -39,15 +40,17 @@ class Selector(StrictModel):
     """Which layers a rule looks at: type, name regex, params by name, and what feeds or reads them."""
 
     type: str | list[str] | None = None
-    name: str | None = Field(default=None, description="a regular expression the whole layer name must match")
+    name: str | None = Field(
+        default=None,
+        description="a regular expression the whole layer name must match (a subset that matches in "
+        "polynomial time: no backreferences, no quantifier over a quantifier or alternation, at most 3 "
+        "unbounded quantifiers)",
+    )
 
     @model_validator(mode="after")
     def _regex(self) -> Selector:
         if self.name is not None:
-            try:
-                re.compile(self.name)
-            except re.error as err:
-                raise ValueError(f"name {self.name!r} is not a valid regular expression: {err}") from None
+            check_name_regex(self.name)
         return self
 
     params: dict[
@@ -103,7 +106,7 @@ def judge(layer: Layer, sel: Selector) -> str | None:
     types = [sel.type] if isinstance(sel.type, str) else sel.type
     if types is not None and layer.type not in types:
         return f"type {layer.type} is not {' or '.join(types)}"
-    if sel.name is not None and re.fullmatch(sel.name, layer.name) is None:
+    if sel.name is not None and _name_match(sel.name, layer) is None:
         return f"name {layer.name!r} does not match /{sel.name}/"
     for name, test in sel.params.items():
         spec = layer.spec
@@ -128,6 +131,17 @@ def judge(layer: Layer, sel: Selector) -> str | None:
         if not any(r is None for r in reasons):
             return "no consumer of output 0 matches" + (f" ({reasons[0]})" if reasons else "")
     return None
+
+
+def _name_match(pattern: str, layer: Layer) -> re.Match[str] | None:
+    """``pattern`` matched against the whole name; a name longer than ncnn allows is an error (a name regex
+    is matched in time polynomial in the name's length, so the length is bounded)."""
+    if len(layer.name) > MAX_NAME:
+        raise GsurgError(
+            f"layer {layer.name[:40]}… ({layer.type}): a name of {len(layer.name)} characters; ncnn reads at "
+            f"most {MAX_NAME - 1}, and name regexes match names of at most {MAX_NAME}"
+        )
+    return re.fullmatch(pattern, layer.name)
 
 
 def _describe(test: Any) -> str:
@@ -164,5 +178,5 @@ def captures(layer: Layer, sel: Selector) -> dict[str, str]:
     """Named groups of the selector's name regex, e.g. ``layers\\.(?P<i>\\d+)\\.`` gives ``{"i": "3"}``."""
     if sel.name is None:
         return {}
-    match = re.fullmatch(sel.name, layer.name)
+    match = _name_match(sel.name, layer)
     return {k: v for k, v in match.groupdict().items() if v is not None} if match else {}

@@ -1,7 +1,8 @@
 """Side files: what a runtime needs beside the models (``model.json``, tokenizer files), written by a rule
 file's ``side_files`` into the same atomic output group as the models.
 
-A ``template`` is rendered by jinja2 (undefined names are errors) with:
+A ``template`` is rendered by jinja2 in a bounded sandbox (``template_sandbox``: no code runs, undefined
+names are errors) with:
 
 * ``vars`` — the run's variables; ``data`` — the entry's own ``data`` mapping; ``rule_set`` — the name;
 * ``graphs`` — per graph: ``param``/``bin`` (file names in the output folder), ``inputs``/``outputs`` (the
@@ -17,21 +18,30 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.sandbox
 
-from graphsurgeon.errors import GsurgError
+from graphsurgeon.errors import GsurgError, one_line
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_output, atomic_write_bytes
 from graphsurgeon.formats.model_bin import WeightRecord
+from graphsurgeon.formats.outpaths import kind
 from graphsurgeon.resources import resource_dir
+from graphsurgeon.rewrite.output_guard import OutputGuard
 from graphsurgeon.rewrite.sections import SideFile
+from graphsurgeon.rewrite.template_sandbox import TemplateLimit
+from graphsurgeon.rewrite.template_sandbox import environment as sandbox_environment
+from graphsurgeon.rewrite.template_sandbox import render as render_template
 from graphsurgeon.rewrite.weight_map_side import WeightMap, WrittenGraph, build_maps, render
 
 COPY_CHUNK = 8 << 20
+#: The largest indent the ``json`` filter takes.
+MAX_INDENT = 64
 
 
 class SideFileError(GsurgError):
@@ -72,15 +82,16 @@ class GraphResult:
         }
 
 
+def _json(value: Any, indent: int | None = None) -> str:
+    if indent is not None and not 0 <= indent <= MAX_INDENT:
+        raise TemplateLimit(f"json indent {indent} is not in 0..{MAX_INDENT}")
+    return json.dumps(value, indent=indent, sort_keys=False)
+
+
 def _environment(template: Path) -> jinja2.Environment:
     folders = [str(template.parent)] if template.is_absolute() else []
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader([*folders, str(resource_dir("emit"))]),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters["json"] = lambda value, indent=None: json.dumps(value, indent=indent, sort_keys=False)
+    env = sandbox_environment([*folders, str(resource_dir("emit"))])
+    env.filters["json"] = _json
     return env
 
 
@@ -90,27 +101,53 @@ def render_side_file(side: SideFile, context: dict[str, Any]) -> bytes:
     template = Path(side.template)
     name = template.name if template.is_absolute() else side.template
     try:
-        text = _environment(template).get_template(name).render(**context, data=side.data)
+        text = render_template(_environment(template).get_template(name), {**context, "data": side.data})
     except jinja2.TemplateNotFound:
         raise SideFileError(f"side file {side.output}: template {side.template} not found") from None
     except jinja2.TemplateSyntaxError as err:
         raise SideFileError(
             f"{err.filename or side.template}:{err.lineno}: template syntax: {err.message}"
         ) from None
-    except (jinja2.UndefinedError, TypeError, ValueError) as err:
-        raise SideFileError(f"side file {side.output}: template {side.template}: {err}") from None
+    except (
+        jinja2.UndefinedError,
+        jinja2.sandbox.SecurityError,
+        TemplateLimit,
+        TypeError,
+        ValueError,
+        LookupError,
+        AttributeError,
+        ArithmeticError,
+        MemoryError,
+        RecursionError,
+    ) as err:
+        why = "macros or includes nest too deeply" if isinstance(err, RecursionError) else one_line(err)
+        at = _template_line(err)
+        raise SideFileError(f"side file {side.output}: template {at or side.template}: {why}") from None
     return text.encode("utf-8")
+
+
+def _template_line(err: BaseException) -> str | None:
+    """``file:line`` of the innermost template frame of ``err`` (jinja2 rewrites a rendering error's
+    traceback to show template files and lines), or None."""
+    found = None
+    tb = err.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.endswith(".py") and os.path.isfile(filename):
+            found = f"{filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
 
 
 def write_side_files(
     sides: list[SideFile],
-    folder: Path,
+    guard: OutputGuard,
     context: dict[str, Any],
     group: AtomicGroup,
     graphs: Sequence[WrittenGraph] = (),
 ) -> tuple[list[str], list[WeightMap]]:
-    """Render, copy or map every side file whose ``when`` holds into ``folder`` (within ``group``); returns
-    the files written and the weight maps among them."""
+    """Render, copy or map every side file whose ``when`` holds into ``guard``'s folder (within ``group``;
+    each target checked by ``guard``); returns the files written and the weight maps among them."""
     written: list[str] = []
     maps: list[WeightMap] = []
     bins = {g.name: g.bin_name for g in graphs}
@@ -119,13 +156,13 @@ def write_side_files(
             continue
         if side.weight_map is not None:
             for m in build_maps(side.weight_map, list(graphs), side.output, side.graphs):
-                target = folder / m.output
+                target = guard.target(m.output)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(target, render(m, str(bins[m.graph])), group)
                 written.append(m.output)
                 maps.append(m)
             continue
-        target = folder / side.output
+        target = guard.target(side.output)
         target.parent.mkdir(parents=True, exist_ok=True)
         if side.template is not None:
             atomic_write_bytes(target, render_side_file(side, context), group)
@@ -137,13 +174,20 @@ def write_side_files(
 
 
 def _copy(source: Path, target: Path, group: AtomicGroup, label: str) -> None:
+    """Copy a regular file as it is: its size when opened, never more (a FIFO, a device such as
+    ``/dev/zero`` or a folder is refused rather than read forever)."""
     try:
-        fd = os.open(source, os.O_RDONLY)
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without waiting for a writer
     except OSError as err:
         raise SideFileError(f"side file {label}: cannot read {source}: {err.strerror}") from None
     try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SideFileError(f"side file {label}: copy source {source} is {kind(str(source))}, not a file")
+        left = st.st_size
         with atomic_output(target, group=group) as out:
-            while chunk := os.read(fd, COPY_CHUNK):
+            while left > 0 and (chunk := os.read(fd, min(COPY_CHUNK, left))):
                 out.write(chunk)
+                left -= len(chunk)
     finally:
         os.close(fd)

@@ -5,12 +5,10 @@ atomic output group, so they appear together or not at all."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Any
 
-from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_write_bytes
 from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import WeightRecord, write_bin
@@ -19,6 +17,7 @@ from graphsurgeon.ir.graph import Graph
 from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.calibrate import CalibrationReport
 from graphsurgeon.rewrite.driver import ApplyReport
+from graphsurgeon.rewrite.output_guard import OutputGuard
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.side_files import GraphResult, write_side_files
 from graphsurgeon.rewrite.weight_map_side import WeightMap, WrittenGraph
@@ -50,19 +49,35 @@ class GraphRun:
         return any(layer.weights for layer in self.graph.layers)
 
 
-def refuse_overwriting_inputs(runs: list[GraphRun], folder: Path) -> None:
+def sidecar_name(param_name: str) -> str:
+    """The provenance sidecar's name beside a graph's ``.param`` (``x.param`` -> ``x.gsurg.json``)."""
+    path = PurePosixPath(param_name)
+    stem = path.name.removesuffix(".bin").removesuffix(".param")
+    return str(path.with_name(stem + ".gsurg.json"))
+
+
+def planned_outputs(rf: RuleFile, runs: list[GraphRun]) -> list[str]:
+    """Every path (inside the output folder) the run may write, for checking before anything is written."""
+    names: list[str] = []
     for run in runs:
-        for path in run.inputs_read:
-            for name in (run.param_name, run.bin_name):
-                target = folder / name if name else None
-                if target is not None and target.exists() and os.path.samefile(target, path):
-                    raise GsurgError(f"{target}: refusing to overwrite an input; choose another --out")
+        names += [run.param_name, sidecar_name(run.param_name)]
+        names += [run.bin_name] if run.bin_name is not None else []
+    for side in rf.side_files:
+        if side.when:
+            names += side.outputs_for([run.name for run in runs])
+    return names
 
 
 def write_runs(
-    rf: RuleFile, rule_path: str, runs: list[GraphRun], folder: Path, progress: Progress | None = None
+    rf: RuleFile,
+    rule_path: str,
+    runs: list[GraphRun],
+    guard: OutputGuard,
+    progress: Progress | None = None,
 ) -> list[str]:
-    """Write every graph, its sidecar and the side files; returns the side files written."""
+    """Write every graph, its sidecar and the side files into ``guard``'s folder (each target checked by
+    it first); returns the side files written."""
+    folder = guard.folder
     total = sum(
         w.nbytes for run in runs if run.bin_name for layer in run.graph.layers for w in layer.weights.values()
     )
@@ -70,17 +85,18 @@ def write_runs(
         results: dict[str, dict[str, Any]] = {}
         for run in runs:
             run.folder = str(folder)
-            base = folder / run.param_name
+            base = guard.target(run.param_name)
+            bin_target = guard.target(run.bin_name) if run.bin_name is not None else None
+            sidecar = guard.target(sidecar_name(run.param_name))
             base.parent.mkdir(parents=True, exist_ok=True)
             if run.binary:
                 write_param_bin(run.graph, base, group)
             else:
                 write_param_text(run.graph, base, group)
-            if run.bin_name is not None:
-                run.records = write_bin(run.graph, folder / run.bin_name, group, on_written=advance)
+            if bin_target is not None:
+                bin_target.parent.mkdir(parents=True, exist_ok=True)
+                run.records = write_bin(run.graph, bin_target, group, on_written=advance)
                 run.bytes_after = run.records[-1].offset + run.records[-1].nbytes if run.records else 0
-            stem = base.name.removesuffix(".bin").removesuffix(".param")
-            sidecar = base.with_name(stem + ".gsurg.json")
             atomic_write_bytes(sidecar, _provenance(rf, rule_path, run).encode("utf-8"), group)
             inputs, outputs = run.interface or (
                 [b.name for b in run.graph.input_blobs()],
@@ -91,7 +107,7 @@ def write_runs(
             ).as_dict()
         context = {"vars": dict(rf.vars), "graphs": results, "rule_set": rf.name}
         written = [WrittenGraph(run.name, run.graph, run.bin_name, run.records) for run in runs]
-        outputs, maps = write_side_files(rf.side_files, folder, context, group, written)
+        outputs, maps = write_side_files(rf.side_files, guard, context, group, written)
         by_name = {run.name: run for run in runs}
         for m in maps:
             by_name[m.graph].weight_maps.append(m)

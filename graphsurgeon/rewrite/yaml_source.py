@@ -1,14 +1,22 @@
 """YAML with positions: load a document and remember the line of every mapping key and sequence item, so a
-schema error can name ``file:line`` rather than a path of keys."""
+schema error can name ``file:line`` rather than a path of keys.
+
+Reading is bounded, because a rule file may come from anyone: a regular file of at most ``MAX_FILE_BYTES``
+in UTF-8, at most ``MAX_VALUES`` values once aliases are expanded, at most ``MAX_DEPTH`` levels deep, no
+recursive anchor, mapping keys that are plain values. Only YAML's safe tags are read (no Python objects).
+Every failure is a ``RuleFileError`` naming the file and line."""
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
 from graphsurgeon.errors import GsurgError
+from graphsurgeon.formats.outpaths import kind
 
 Path_ = tuple[str | int, ...]
 
@@ -37,16 +45,68 @@ class LocatedYaml:
         return f"{self.path}:{self.line_of(loc)}"
 
 
-def _scalar(node: yaml.Node) -> Any:
-    try:
-        return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
-    except yaml.constructor.ConstructorError as err:
-        raise RuleFileError(f"line {node.start_mark.line + 1}: {err.problem}") from None
+#: The largest rule file read (the shipped ones are a few KB).
+MAX_FILE_BYTES = 4 << 20
+#: The most values one document may expand to (aliases included): a "billion laughs" file of 405 bytes
+#: would otherwise expand to hundreds of millions.
+MAX_VALUES = 200_000
+#: The deepest nesting of mappings and sequences.
+MAX_DEPTH = 100
 
 
-def _walk(node: yaml.Node, loc: Path_, lines: dict[Path_, int]) -> Any:
-    lines.setdefault(loc, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
+_COLLECTION_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:omap")
+
+
+def _code(character: int | str) -> int:
+    return character if isinstance(character, int) else ord(character[:1] or "\0")
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+class _Walker:
+    """Turns a composed YAML node tree into Python values, recording lines, within the bounds above."""
+
+    def __init__(self, path: str, lines: dict[Path_, int]) -> None:
+        self.path = path
+        self.lines = lines
+        self.values = 0
+        self.open: set[int] = set()  # ids of the collections being walked (a recursive anchor loops)
+
+    def fail(self, node: yaml.Node, message: str) -> NoReturn:
+        raise RuleFileError(f"{self.path}:{_line(node)}: {message}")
+
+    def scalar(self, node: yaml.Node) -> Any:
+        try:
+            return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError as err:
+            self.fail(node, str(err.problem))
+        except (ValueError, TypeError, ArithmeticError) as err:  # `!!int abc`, `!!timestamp 2024-13-45`
+            self.fail(node, f"{node.tag.rsplit(':', 1)[-1]} {node.value!r} cannot be read: {err}")
+
+    def walk(self, node: yaml.Node, loc: Path_) -> Any:
+        self.values += 1
+        if self.values > MAX_VALUES:
+            self.fail(node, f"the document expands to more than {MAX_VALUES} values (aliases of aliases?)")
+        if len(loc) > MAX_DEPTH:
+            self.fail(node, f"nested more than {MAX_DEPTH} levels deep")
+        self.lines.setdefault(loc, _line(node))
+        if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            return self.scalar(node)
+        if node.tag not in _COLLECTION_TAGS:
+            self.fail(node, f"the tag {node.tag} is not allowed (plain YAML mappings and lists only)")
+        if id(node) in self.open:
+            self.fail(node, "an alias refers to a collection that contains it (a recursive anchor)")
+        self.open.add(id(node))
+        try:
+            if isinstance(node, yaml.SequenceNode):
+                return [self.walk(item, (*loc, i)) for i, item in enumerate(node.value)]
+            return self.mapping(node, loc)
+        finally:
+            self.open.discard(id(node))
+
+    def mapping(self, node: yaml.MappingNode, loc: Path_) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         merged: dict[Any, Any] = {}  # `<<: *anchor` entries: the mapping's own keys win over them
         for key_node, value_node in node.value:
@@ -54,40 +114,68 @@ def _walk(node: yaml.Node, loc: Path_, lines: dict[Path_, int]) -> Any:
                 sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
                 for src in sources:
                     if not isinstance(src, yaml.MappingNode):
-                        raise RuleFileError(f"line {key_node.start_mark.line + 1}: `<<` merges mappings only")
-                    for k, v in _walk(src, loc, lines).items():
+                        self.fail(key_node, "`<<` merges mappings only")
+                    for k, v in self.walk(src, loc).items():
                         merged.setdefault(k, v)
                 continue
-            key = _scalar(key_node)
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.fail(key_node, "a mapping key is a plain value (a name or a number), not a collection")
+            key = self.scalar(key_node)
             if key in out:
-                raise RuleFileError(f"line {key_node.start_mark.line + 1}: key {key!r} appears twice")
-            lines[(*loc, key)] = key_node.start_mark.line + 1
-            out[key] = _walk(value_node, (*loc, key), lines)
+                self.fail(key_node, f"key {key!r} appears twice")
+            self.lines[(*loc, key)] = _line(key_node)
+            out[key] = self.walk(value_node, (*loc, key))
         return {**{k: v for k, v in merged.items() if k not in out}, **out}
-    if isinstance(node, yaml.SequenceNode):
-        return [_walk(item, (*loc, i), lines) for i, item in enumerate(node.value)]
-    return _scalar(node)
+
+
+def read_text(path: str) -> str:
+    """A rule file's text: a regular file of at most ``MAX_FILE_BYTES``, in UTF-8 (errors name the file,
+    and the line of a byte that is not UTF-8)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) else "the path holds a NUL character"
+        raise RuleFileError(f"{path}: cannot read: {reason}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise RuleFileError(f"{path}: cannot read: {kind(path)}, not a file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise RuleFileError(f"{path}: {st.st_size} bytes; a rule file is at most {MAX_FILE_BYTES}")
+        data = fh.read(MAX_FILE_BYTES + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise RuleFileError(
+            f"{path}:{line}: not UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})"
+        ) from None
 
 
 def load_located(path: str, text: str | None = None) -> LocatedYaml:
-    """Parse ``path`` (or ``text``) keeping each value's line. Syntax errors name file, line and column."""
+    """Parse ``path`` (or ``text``) keeping each value's line. Syntax errors name file, line and column;
+    the bounds above are errors naming the file and line."""
     if text is None:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as err:
-            raise RuleFileError(f"{path}: cannot read: {err.strerror}") from None
+        text = read_text(path)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         line = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         raise RuleFileError(f"{path}{line}: not valid YAML: {err.problem}") from None
+    except yaml.reader.ReaderError as err:
+        at = text[: err.position].count("\n") + 1
+        raise RuleFileError(
+            f"{path}:{at}: not valid YAML: the control character U+{_code(err.character):04X} is not allowed"
+        ) from None
+    except yaml.YAMLError as err:
+        raise RuleFileError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
+    except RecursionError:
+        raise RuleFileError(
+            f"{path}: not valid YAML: nested too deeply (at most {MAX_DEPTH} levels)"
+        ) from None
     if node is None:
         raise RuleFileError(f"{path}: the rule file is empty")
     lines: dict[Path_, int] = {}
-    try:
-        data = _walk(node, (), lines)
-    except RuleFileError as err:
-        raise RuleFileError(f"{path}: {err}") from None
+    data = _Walker(path, lines).walk(node, ())
     return LocatedYaml(path, data, lines)

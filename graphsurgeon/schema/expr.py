@@ -9,7 +9,8 @@ does. Expressions are compiled once and cached.
 Evaluation is bounded, because expressions also come from users (``--custom``, rule ``where:``) and from
 model params: arithmetic takes numbers only (no list or string repetition); every int result, intermediate
 ones included, must fit in int64 and every float result must be finite; ``**`` takes an exponent of at most
-``MAX_EXPONENT`` in magnitude, so its result is computed only when it stays small. Breaking a bound is a
+``MAX_EXPONENT`` in magnitude, so its result is computed only when it stays small; an expression is at
+most ``MAX_SOURCE`` characters nesting at most ``MAX_NESTING`` levels. Breaking a bound is a
 CatalogError naming the expression, never a hang or a traceback. Subexpressions without names are evaluated
 once at compile time, so a constant that breaks a bound is refused where the expression is declared.
 """
@@ -32,6 +33,10 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 #: The largest exponent ``**`` takes (in magnitude): with int64 operands the result is computed in
 #: microseconds before it is bounded.
 MAX_EXPONENT = 64
+#: The longest expression, and its deepest nesting of operators, calls and parentheses (``-(-(-1))`` is
+#: three levels): deeper ones would exhaust the parser's or the evaluator's stack.
+MAX_SOURCE = 10_000
+MAX_NESTING = 100
 
 
 class Unresolved:
@@ -290,18 +295,38 @@ def compile_expr(source: str | int | float) -> Compiled:
     if isinstance(source, int | float):
         constant = _run(lambda env: bounded(source), {}, source)
         return lambda env: constant
+    return _compile(_parse(source), source)
+
+
+def _shown(source: str) -> str:
+    return repr(source) if len(source) <= 80 else f"{source[:60]!r}… ({len(source)} characters)"
+
+
+def _parse(source: str) -> ast.Expression:
+    """The syntax tree of ``source``, at most ``MAX_SOURCE`` characters nesting at most ``MAX_NESTING``
+    levels (deeper trees would exhaust the parser's or the compiler's stack)."""
+    if len(source) > MAX_SOURCE:
+        raise CatalogError(f"expression {_shown(source)}: longer than {MAX_SOURCE} characters")
     try:
         tree = ast.parse(source.strip(), mode="eval")
     except SyntaxError as exc:
-        raise CatalogError(f"expression {source!r}: {exc.msg}") from None
-    return _compile(tree, source)
+        raise CatalogError(f"expression {_shown(source)}: {exc.msg}") from None
+    except (MemoryError, RecursionError):
+        raise CatalogError(f"expression {_shown(source)}: nested too deeply to parse") from None
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise CatalogError(f"expression {_shown(source)}: nested more than {MAX_NESTING} levels deep")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return tree
 
 
 def names_in(source: str | int | float) -> set[str]:
     """The free names an expression reads (function names excluded)."""
     if not isinstance(source, str):
         return set()
-    tree = ast.parse(source.strip(), mode="eval")
+    tree = _parse(source)
     called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
 
