@@ -137,6 +137,19 @@ def cases(runner: Runner) -> list[BadCase]:
         BadCase("bad top-p", [*text, "--temperature", "1", "--top-p", "1.5"], "--top-p"),
         BadCase("no prompt", ["--gen", "4"], "--prompt"),
         BadCase("image tokens without images", ["--ids", f"100,{image_id},{image_id},200"], "image tokens"),
+        # issue 14 item 9: the size check must not overflow, a NUL must not cut a file name
+        BadCase(
+            "embedding shape overflowing 64 bits",
+            text,
+            "needs 4611686018427387904 rows of 256 bytes",
+            _set([2**62, 64], "embedding_matrix", "shape"),
+        ),
+        BadCase(
+            "file name with a NUL",
+            text,
+            '"nets.decoder.param" contains a NUL character',
+            _set("decoder.ncnn.param\u0000.old", "nets", "decoder", "param"),
+        ),
     ]
     if runner.tokenizer:
         out += [
