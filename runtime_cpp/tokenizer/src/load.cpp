@@ -75,8 +75,8 @@ std::vector<int> template_special(const json& processor, const json& piece) {
   std::vector<int> out;
   for (const json& id : ids) {
     if (!id.is_number_unsigned() || id.get<unsigned long long>() > 0x7FFFFFFFull)
-      throw Error("post_processor TemplateProcessing: special_tokens \"" + name + "\" has an id " + id.dump() +
-                  " that is not a token id");
+      throw Error("post_processor TemplateProcessing: special_tokens \"" + name + "\" has an id " +
+                  id.dump() + " that is not a token id");
     out.push_back(id.get<int>());
   }
   return out;
