@@ -55,7 +55,8 @@ Embeddings::Embeddings(const ModelConfig& cfg, int threads, bool allow_map)
     throw Error(matrix_.bin + ": " + std::to_string(size) + " bytes, but model.json embedding_matrix (" +
                 std::to_string(matrix_.rows) + "x" + std::to_string(matrix_.cols) + " " + s + " at byte " +
                 std::to_string(matrix_.offset) + ") needs " + std::to_string(matrix_.rows) + " rows of " +
-                std::to_string(row_bytes) + " bytes there; only " + std::to_string(room / row_bytes) + " fit");
+                std::to_string(row_bytes) + " bytes there; only " + std::to_string(room / row_bytes) +
+                " fit");
 }
 
 std::string Embeddings::source() const {
