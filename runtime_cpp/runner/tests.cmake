@@ -18,8 +18,10 @@ if(NOT PVL_PYTHON)
   return()
 endif()
 
+set(PVL_TEST_MODEL_DIR "${CMAKE_BINARY_DIR}/pvl_model" CACHE PATH
+    "Where runner_convert_model converts the tiny model (another build tree's, to share one conversion)")
 set(_pvl_check ${CMAKE_CURRENT_SOURCE_DIR}/../tests/check_generate.py)
-set(_pvl_model ${CMAKE_BINARY_DIR}/pvl_model)
+set(_pvl_model ${PVL_TEST_MODEL_DIR})
 set(_pvl_run_args --runner $<TARGET_FILE:penguin_vl_run> --model ${_pvl_model})
 if(PVL_TEST_WRAPPER)
   list(APPEND _pvl_run_args --wrapper "${PVL_TEST_WRAPPER}")
@@ -44,3 +46,4 @@ foreach(mode greedy sampling bad-input)
   add_test(NAME ${_name} COMMAND ${PVL_PYTHON} ${_pvl_check} ${mode} ${_pvl_run_args} ${_extra})
   set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED runner_model TIMEOUT 900)
 endforeach()
+

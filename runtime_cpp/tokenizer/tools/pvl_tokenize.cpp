@@ -24,6 +24,7 @@
 #include "pvl/error.hpp"
 #include "pvl/files.hpp"
 #include "pvl/tokenizer.hpp"
+#include "pvl/sanitizer_defaults.hpp"
 #include "tokenizer_data.hpp"
 #include "unicode.hpp"
 #include "utf8.hpp"
