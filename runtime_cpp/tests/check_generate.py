@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wrapper", default="", help="a command the program runs under, e.g. wine")
     parser.add_argument("--with-tokenizer", action="store_true")
     parser.add_argument("--with-preprocess", action="store_true")
-    parser.add_argument("--cases", type=int, default=96, help="fuzz: the number of mutated runs")
+    parser.add_argument("--cases", type=int, default=200, help="fuzz: the number of mutated runs")
     parser.add_argument("--seed", type=int, default=14, help="fuzz: the mutation seed")
     parser.add_argument("--only", type=int, help="fuzz: replay this case only")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """A bounded mutation test of penguin_vl_run's input readers, meant for the ASan/UBSan build.
 
-Seeded (``--seed``, default 14) and of a fixed size (``--cases``, default 96): each case damages one input
+Seeded (``--seed``, default 14) and of a fixed size (``--cases``, default 200): each case damages one input
 of a working run and runs the program on it, with an image (the vision half) or text-only (the LLM half):
 
 * ``model.json``: every integer equal to one value changed alike (as in a file written for another model
@@ -199,7 +199,8 @@ def make_case(
     return Case(index, target, what, rng.random() < 0.5), folder, image
 
 
-def check_run(runner: Runner, case: Case, folder: Path, image: Path, timeout: float) -> None:
+def check_run(runner: Runner, case: Case, folder: Path, image: Path, timeout: float) -> int:
+    """The run's exit code, when it ended cleanly (else CheckFailed)."""
     args = ["--prompt", "Describe the image.", "--gen", "2"]
     if case.with_image:
         args += ["--image", str(image)]
@@ -211,11 +212,12 @@ def check_run(runner: Runner, case: Case, folder: Path, image: Path, timeout: fl
     if any(mark in result.stderr for mark in SANITIZER_MARKS):
         raise CheckFailed("sanitizer report:\n" + result.stderr[-3000:])
     if result.code == 0:
-        return
+        return 0
     if result.code != 2:
         raise CheckFailed(f"exit code {result.code}; stderr: {result.stderr[-2000:]!r}")
     if len(lines) != 1 or not lines[0].startswith("penguin_vl_run: error: "):
         raise CheckFailed(f"not one error line: {result.stderr[-2000:]!r}")
+    return 2
 
 
 def fuzz(runner: Runner, *, cases: int, seed: int, only: int | None = None, timeout: float = 60) -> list[str]:
@@ -237,12 +239,16 @@ def fuzz(runner: Runner, *, cases: int, seed: int, only: int | None = None, time
                 " + image" if case.with_image else ""
             )
             try:
-                check_run(runner, case, folder, image, timeout)
-                outcomes[case.target] = outcomes.get(case.target, 0) + 1
+                code = check_run(runner, case, folder, image, timeout)
+                key = f"{case.target} exit {code}"
+                outcomes[key] = outcomes.get(key, 0) + 1
             except CheckFailed as err:
                 print(f"FAIL {label}: {err}", flush=True)
                 failures.append(label)
             if folder != runner.model:
                 shutil.rmtree(folder, ignore_errors=True)
-    print(f"fuzz: {cases} cases in {time.perf_counter() - start:.1f} s, clean per input: {outcomes}")
+    print(
+        f"fuzz: {cases} cases in {time.perf_counter() - start:.1f} s; "
+        f"clean runs: {dict(sorted(outcomes.items()))}"
+    )
     return failures
