@@ -1,6 +1,7 @@
 # ctest checks of penguin_vl_run (runtime_cpp/tests/check_generate.py): the tiny model is converted once
 # (fixture runner_model), then greedy tokens are compared with the PyTorch reference, sampling is checked
-# for determinism, and bad inputs must give exit code 2 and a message naming the culprit.
+# for determinism, and bad inputs must give exit code 2 and a message naming the culprit (and, in the
+# PVL_SANITIZE build, so must every mutated input of runner_fuzz).
 # PVL_PYTHON: a Python with torch, tokenizers, Pillow and the repository's requirements;
 # PVL_TEST_WRAPPER: a command the built program runs under (e.g. wine for the mingw build), empty natively.
 if(NOT DEFINED PVL_PYTHON)  # normally set by the top-level CMakeLists
@@ -18,8 +19,10 @@ if(NOT PVL_PYTHON)
   return()
 endif()
 
+set(PVL_TEST_MODEL_DIR "${CMAKE_BINARY_DIR}/pvl_model" CACHE PATH
+    "Where runner_convert_model converts the tiny model (another build tree's, to share one conversion)")
 set(_pvl_check ${CMAKE_CURRENT_SOURCE_DIR}/../tests/check_generate.py)
-set(_pvl_model ${CMAKE_BINARY_DIR}/pvl_model)
+set(_pvl_model ${PVL_TEST_MODEL_DIR})
 set(_pvl_run_args --runner $<TARGET_FILE:penguin_vl_run> --model ${_pvl_model})
 if(PVL_TEST_WRAPPER)
   list(APPEND _pvl_run_args --wrapper "${PVL_TEST_WRAPPER}")
@@ -44,3 +47,10 @@ foreach(mode greedy sampling bad-input)
   add_test(NAME ${_name} COMMAND ${PVL_PYTHON} ${_pvl_check} ${mode} ${_pvl_run_args} ${_extra})
   set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED runner_model TIMEOUT 900)
 endforeach()
+
+# The bounded mutation test of the input readers (model.json, images, tokenizer.json): in the sanitizer
+# build, where a memory error or UB is a report rather than luck.
+if(PVL_SANITIZE)
+  add_test(NAME runner_fuzz COMMAND ${PVL_PYTHON} ${_pvl_check} fuzz ${_pvl_run_args})
+  set_tests_properties(runner_fuzz PROPERTIES FIXTURES_REQUIRED runner_model TIMEOUT 600)
+endif()

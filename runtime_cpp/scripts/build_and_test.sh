@@ -2,7 +2,8 @@
 # build_and_test.sh — the single command from nothing: build and test runtime_cpp for Linux and for Windows
 # (mingw-w64 cross build, tests run under wine).
 #
-# Usage: build_and_test.sh [--linux-only | --mingw-only] [--jobs N] [--no-test] [-- CTEST_ARGS...]
+# Usage: build_and_test.sh [--linux-only | --mingw-only | --sanitize-only] [--no-sanitize] [--jobs N]
+#                          [--no-test] [-- CTEST_ARGS...]
 #
 # Contract:
 #   - installs the Debian packages it needs when missing (as root): cmake, g++, the -dev packages of
@@ -13,6 +14,9 @@
 #     builds runtime_cpp into $PVL_BUILD_DIR/linux and .../mingw64 (default PVL_BUILD_DIR:
 #     $CACHE/runtime-build/<hash of this checkout's path>, printed at the end) and runs ctest on each
 #     (--output-on-failure), the Windows tests through scripts/wine_run.sh (WINEPREFIX in the cache).
+#   - with the Linux build (unless --no-sanitize) also .../linux-asan: the runtime (not ncnn) built with
+#     -fsanitize=address,undefined -fno-sanitize-recover=undefined (CMake PVL_SANITIZE), the same ctest
+#     suite plus runner_fuzz run on it, sharing the Linux tree's converted tiny model.
 #   - PVL_PYTHON (default: python3 on PATH) is the interpreter the parity tests use (torch, tokenizers, PIL).
 #   - prints the time of every phase; exits non-zero when any phase or test fails (both builds are still
 #     attempted).
@@ -31,16 +35,19 @@ PYTHON=${PVL_PYTHON:-$(command -v python3 || command -v python || true)}
 jobs=${PVL_JOBS:-2}
 do_linux=1
 do_mingw=1
+do_asan=1
 do_test=1
 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --linux-only) do_mingw=0; shift ;;
-    --mingw-only) do_linux=0; shift ;;
+    --mingw-only) do_linux=0; do_asan=0; shift ;;
+    --sanitize-only) do_linux=0; do_mingw=0; shift ;;
+    --no-sanitize) do_asan=0; shift ;;
     --no-test) do_test=0; shift ;;
     --jobs|-j) jobs=$2; shift 2 ;;
     --) shift; ctest_args=("$@"); break ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build_and_test.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -62,7 +69,7 @@ phase() {
   return $rc
 }
 summary() {
-  echo "=== build trees: $BUILD_ROOT/{linux,mingw64} (penguin_vl_run in runner/)" >&2
+  echo "=== build trees: $BUILD_ROOT/{linux,linux-asan,mingw64} (penguin_vl_run in runner/)" >&2
   echo "=== timings" >&2
   for t in "${timings[@]}"; do echo "  $t" >&2; done
   if [ ${#failures[@]} -gt 0 ]; then
@@ -95,6 +102,12 @@ configure_linux() {
   cmake -S "$RUNTIME_DIR" -B "$BUILD_ROOT/linux" -DCMAKE_BUILD_TYPE=Release \
     -Dncnn_DIR="$ncnn_host/lib/cmake/ncnn" -DPVL_PYTHON="$PYTHON" -DPVL_TEST_WRAPPER=
 }
+configure_asan() {
+  mkdir -p "$BUILD_ROOT/linux"  # the shared tiny model lives there
+  cmake -S "$RUNTIME_DIR" -B "$BUILD_ROOT/linux-asan" -DCMAKE_BUILD_TYPE=Release -DPVL_SANITIZE=ON \
+    -Dncnn_DIR="$ncnn_host/lib/cmake/ncnn" -DPVL_PYTHON="$PYTHON" -DPVL_TEST_WRAPPER= \
+    -DPVL_TEST_MODEL_DIR="$BUILD_ROOT/linux/pvl_model"
+}
 configure_mingw() {
   cmake -S "$RUNTIME_DIR" -B "$BUILD_ROOT/mingw64" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_TOOLCHAIN_FILE="$RUNTIME_DIR/cmake/mingw-w64-x86_64.cmake" -DPVL_MINGW_PREFIXES="$mingw_deps" \
@@ -111,6 +124,13 @@ if [ $do_linux = 1 ]; then
     echo "ncnn (host): $ncnn_host" >&2
     phase "configure linux" configure_linux && phase "build linux" build_tree "$BUILD_ROOT/linux" &&
       [ $do_test = 1 ] && phase "ctest linux" test_tree "$BUILD_ROOT/linux"
+  fi
+fi
+
+if [ $do_asan = 1 ]; then
+  if [ -n "$ncnn_host" ] || phase "ncnn host" get_ncnn_host; then
+    phase "configure linux-asan" configure_asan && phase "build linux-asan" build_tree "$BUILD_ROOT/linux-asan" &&
+      [ $do_test = 1 ] && phase "ctest linux-asan" test_tree "$BUILD_ROOT/linux-asan"
   fi
 fi
 

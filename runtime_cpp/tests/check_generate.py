@@ -26,7 +26,8 @@ a model whose embeddings come from the ``embed`` net; one case reads the tied ro
 every sampled token lies in the set transformers' repetition-penalty / temperature / top-k / top-p warpers
 keep from the reference's logits for the same prefix.
 
-``bad-input``: see ``runner_bad_inputs.py``. Exit status 0 when every check holds, 1 otherwise.
+``bad-input``: see ``runner_bad_inputs.py``; ``fuzz``: see ``runner_fuzz.py`` (``--cases``, ``--seed``,
+``--only``). Exit status 0 when every check holds, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=("convert", "greedy", "sampling", "bad-input", "dump-pixels"))
+    parser.add_argument("mode", choices=("convert", "greedy", "sampling", "bad-input", "fuzz", "dump-pixels"))
     parser.add_argument("paths", nargs="*", type=Path, help="dump-pixels: IMAGE OUT")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--untied-out", type=Path, help="convert: also an untied tiny checkpoint, here")
@@ -313,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wrapper", default="", help="a command the program runs under, e.g. wine")
     parser.add_argument("--with-tokenizer", action="store_true")
     parser.add_argument("--with-preprocess", action="store_true")
+    parser.add_argument("--cases", type=int, default=200, help="fuzz: the number of mutated runs")
+    parser.add_argument("--seed", type=int, default=14, help="fuzz: the mutation seed")
+    parser.add_argument("--only", type=int, help="fuzz: replay this case only")
     args = parser.parse_args(argv)
     if args.mode == "convert":
         if args.out is None:
@@ -350,6 +354,10 @@ def main(argv: list[str] | None = None) -> int:
         from runner_bad_inputs import bad_inputs
 
         failures = bad_inputs(runner)
+    elif args.mode == "fuzz":
+        from runner_fuzz import fuzz
+
+        failures = fuzz(runner, cases=args.cases, seed=args.seed, only=args.only)
     else:
         ref = Reference(runner.model)
         with tempfile.TemporaryDirectory(prefix="pvl-run-") as tmp:

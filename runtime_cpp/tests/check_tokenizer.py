@@ -17,6 +17,9 @@ rewritten in the legacy ``"a b"`` form, and the same with 20 000 random merges a
   decode first;
 * ``token_id`` of every vocabulary entry and added token, and ``vocab_size``;
 * encoding a >= 10 000-character chat prompt takes < 100 ms;
+* the tiny tokenizer saved by transformers 5 (a TemplateProcessing post-processor: the identity one, and
+  one adding a BOS and an EOS) encodes as ``tokenizers`` encodes that file, add_special_tokens both ways
+  (``tokenizer_templates.py``);
 * broken or unsupported tokenizer files fail with exit status 1 and a message naming the file and fault.
 
 Then NFC and the pre-tokenizer alone over every code point of planes 0-3 and 14 (and samples of 15-16),
@@ -46,6 +49,7 @@ from typing import Any
 
 import tokenizer_corpus as corpus
 from tokenizer_sweep import contraction_strings, nfc_strings, sweep_code_points, sweep_strings
+from tokenizer_templates import bad_template_cases, check_templates
 
 HERE = Path(__file__).resolve().parent
 TINY = HERE.parent.parent / "examples" / "penguin_vl" / "tiny" / "tokenizer.json"
@@ -272,6 +276,7 @@ def check_bad_files(args: argparse.Namespace, report: Report) -> None:
     model = dict(good["model"])
     model["merges"] = ["a b c"]
     cases.append(("three-part-merge", {**good, "model": model}, 'merge 1 "a b c" is not "a b"'))
+    cases += bad_template_cases(good)
     work = Path(args.workdir)
     empty = work / "empty.json"
     empty.write_text("[]")
@@ -340,6 +345,13 @@ def main(argv: list[str] | None = None) -> int:
         files = [("tiny", args.tiny), ("trained", modern), ("trained-legacy-merges", legacy)]
         for name, path in [*files, ("trained-random-merges", synthetic)]:
             check_tokenizer(args, name, path, report)
+        check_templates(
+            Path(args.tiny),
+            work,
+            corpus.test_strings()[:120],
+            lambda path, items: run_tool(args, path, items, "encode")["results"],
+            report.fail,
+        )
         check_bad_files(args, report)
         if not args.no_sweep:
             check_pretokenizer(args, args.tiny, report)

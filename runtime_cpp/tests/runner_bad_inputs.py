@@ -89,6 +89,35 @@ def _shift_embedding(nbytes: int) -> Damage:
     return _edit_json(edit)
 
 
+def _all(*damages: Damage) -> Damage:
+    def apply(folder: Path) -> None:
+        for damage in damages:
+            damage(folder)
+
+    return apply
+
+
+def _patch_size(size: int) -> Damage:
+    """model.json claims patches of ``size`` on both sides (preprocessing and vision), unlike the net."""
+    return _all(_set(size, "image_processor", "patch_size"), _set(size, "vision", "patch_size"))
+
+
+def _fewer_layers(doc: dict[str, Any]) -> None:
+    doc["num_layers"] = 1
+    doc["decoder"]["cache_inputs"] = doc["decoder"]["cache_inputs"][:2]
+    doc["decoder"]["cache_outputs"] = doc["decoder"]["cache_outputs"][:2]
+
+
+def _smaller_vocabulary(doc: dict[str, Any]) -> None:
+    doc["vocab_size"] = 640
+    doc["tokens"]["image"] = doc["tokens"]["eos"] = 600
+
+
+def _narrower_hidden(doc: dict[str, Any]) -> None:
+    doc["hidden_size"] = 32
+    doc["embedding_matrix"]["shape"][1] = 32
+
+
 TEXT = ["--prompt", "Describe the image.", "--gen", "4"]
 
 
@@ -137,6 +166,67 @@ def cases(runner: Runner) -> list[BadCase]:
         BadCase("bad top-p", [*text, "--temperature", "1", "--top-p", "1.5"], "--top-p"),
         BadCase("no prompt", ["--gen", "4"], "--prompt"),
         BadCase("image tokens without images", ["--ids", f"100,{image_id},{image_id},200"], "image tokens"),
+        # model.json against the nets' own shapes (issue 14 item 7): exit 2 naming the key, never a crash
+        *(
+            BadCase(
+                f"patch_size {size} unlike the patch net",
+                [*text[:-2], image_flag, "{image}", "--gen", "4"],
+                f'"vision.patch_size" is {size} (3x{size}x{size} = {3 * size * size} values per patch), '
+                "but nets.vision_embed_patch takes 588 per patch",
+                _patch_size(size),
+            )
+            for size in (15, 28, 56, 4096)
+        ),
+        BadCase(
+            "image_processor.patch_size unlike vision.patch_size",
+            text,
+            '"image_processor.patch_size" is 28, but vision.patch_size is 14',
+            _set(28, "image_processor", "patch_size"),
+        ),
+        BadCase(
+            "vision RoPE head_dim unlike the encoder",
+            [*text[:-2], image_flag, "{image}", "--gen", "4"],
+            '"vision.rope.head_dim" is 16, but nets.vision_encoder rotates heads of 32',
+            _set(16, "vision", "rope", "head_dim"),
+        ),
+        BadCase(
+            "vision layers unlike the encoder",
+            [*text[:-2], image_flag, "{image}", "--gen", "4"],
+            '"vision.layers" is 3, but nets.vision_encoder has 2 attention',
+            _set(3, "vision", "layers"),
+        ),
+        BadCase(
+            "decoder RoPE head_dim unlike the decoder",
+            text,
+            '"decoder.rope.head_dim" is 16, but nets.decoder rotates heads of 32',
+            _set(16, "decoder", "rope", "head_dim"),
+        ),
+        BadCase(
+            "hidden_size unlike the decoder",
+            text,
+            '"hidden_size" is 32, but nets.decoder takes rows of 64',
+            _edit_json(_narrower_hidden),
+        ),
+        BadCase(
+            "vocab_size unlike lm_head",
+            ["--ids", "100,200,300", "--gen", "4"],
+            '"vocab_size" is 640, but nets.lm_head makes rows of 646 logits',
+            _edit_json(_smaller_vocabulary),
+        ),
+        BadCase("num_layers unlike the decoder", text, 'input blob "cache_k1"', _edit_json(_fewer_layers)),
+        # issue 14 item 9: the size check must not overflow, a NUL must not cut a file name
+        BadCase(
+            "embedding shape overflowing 64 bits",
+            text,
+            "needs 4611686018427387904 rows of 256 bytes",
+            _set([2**62, 64], "embedding_matrix", "shape"),
+        ),
+        BadCase(
+            "file name with a NUL",
+            text,
+            '"nets.decoder.param" contains a NUL character',
+            _set("decoder.ncnn.param\u0000.old", "nets", "decoder", "param"),
+        ),
     ]
     if runner.tokenizer:
         out += [

@@ -35,6 +35,10 @@ std::string narrow(const wchar_t* utf16) {
 #endif
 
 std::FILE* fopen_utf8(const std::string& path, const char* mode) {
+  if (path.find('\0') != std::string::npos) {  // the C call would open the name cut at the NUL
+    errno = EINVAL;
+    return nullptr;
+  }
 #ifdef _WIN32
   return _wfopen(widen(path).c_str(), widen(mode).c_str());
 #else
@@ -43,6 +47,7 @@ std::FILE* fopen_utf8(const std::string& path, const char* mode) {
 }
 
 bool is_regular_file(const std::string& path) {
+  if (path.find('\0') != std::string::npos) return false;
 #ifdef _WIN32
   struct _stat64 st;
   if (_wstat64(widen(path).c_str(), &st) != 0) return false;
@@ -55,6 +60,7 @@ bool is_regular_file(const std::string& path) {
 }
 
 std::string read_file(const std::string& path) {
+  if (path.find('\0') != std::string::npos) throw Error("a file name contains a NUL character");
   if (!is_regular_file(path)) {
     std::FILE* probe = fopen_utf8(path, "rb");
     if (probe == nullptr) throw Error(path + ": " + std::strerror(errno));

@@ -29,6 +29,7 @@
 #include "pvl/files.hpp"
 #include "pvl/image.hpp"
 #include "pvl/image_processor.hpp"
+#include "pvl/sanitizer_defaults.hpp"
 
 namespace {
 

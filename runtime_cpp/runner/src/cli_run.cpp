@@ -65,6 +65,8 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
 #if PVL_HAVE_TOKENIZER
   const Tokenizer tok = Tokenizer::load(cfg.tokenizer_json);
 #endif
+  // The vision nets are checked against model.json before any image is preprocessed with its settings.
+  if (!args.images.empty() || !args.pixel_files.empty()) runtime.vision();
   double t0 = now_seconds();
   const std::vector<PatchInput> images = load_images(args, cfg);
   const double preprocess_seconds = now_seconds() - t0;

@@ -47,12 +47,16 @@ Embeddings::Embeddings(const ModelConfig& cfg, int threads, bool allow_map)
                   std::to_string(tag) + ", not the " + s + " tag " + std::to_string(matrix_.tag) +
                   " of model.json embedding_matrix");
   }
-  const uint64_t need = matrix_.offset + static_cast<uint64_t>(matrix_.rows) * matrix_.cols * elem_bytes_;
-  if (need > file_->size())
-    throw Error(matrix_.bin + ": " + std::to_string(file_->size())
-        + " bytes, but model.json embedding_matrix (" +
+  // rows * cols * elem_bytes may not fit 64 bits (a shape of [2^62, 64]): compare by division instead.
+  const uint64_t size = file_->size();
+  const uint64_t row_bytes = static_cast<uint64_t>(matrix_.cols) * static_cast<uint64_t>(elem_bytes_);
+  const uint64_t room = matrix_.offset <= size ? size - matrix_.offset : 0;
+  if (matrix_.offset > size || static_cast<uint64_t>(matrix_.rows) > room / row_bytes)
+    throw Error(matrix_.bin + ": " + std::to_string(size) + " bytes, but model.json embedding_matrix (" +
                 std::to_string(matrix_.rows) + "x" + std::to_string(matrix_.cols) + " " + s + " at byte " +
-                std::to_string(matrix_.offset) + ") needs " + std::to_string(need));
+                std::to_string(matrix_.offset) + ") needs " + std::to_string(matrix_.rows) + " rows of " +
+                std::to_string(row_bytes) + " bytes there; only " + std::to_string(room / row_bytes) +
+                " fit");
 }
 
 std::string Embeddings::source() const {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "pvl/error.hpp"
+#include "pvl/net_checks.hpp"
 #include "pvl/prompt.hpp"
 
 namespace pvl {
@@ -24,6 +25,7 @@ Runtime::Runtime(const std::string& model_dir, int threads, bool allow_map)
   const double t0 = now_seconds();
   embeddings_.reset(new Embeddings(cfg_, threads_, allow_map));
   decoder_.reset(new Decoder(cfg_, threads_));
+  check_llm_nets(cfg_, decoder_->net(), decoder_->lm_head(), embeddings_->net());
   load_seconds_ = now_seconds() - t0;
 }
 

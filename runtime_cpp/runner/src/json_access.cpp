@@ -36,7 +36,10 @@ const nlohmann::json& JsonDoc::at(const std::string& key) const {
 std::string JsonDoc::str(const std::string& key) const {
   const nlohmann::json& v = at(key);
   if (!v.is_string()) fail(key, "must be a string, not " + v.dump());
-  return v.get<std::string>();
+  std::string s = v.get<std::string>();
+  // A NUL would silently cut the string where it becomes a C string (a path, a blob name).
+  if (s.find('\0') != std::string::npos) fail(key, "contains a NUL character: " + v.dump());
+  return s;
 }
 
 int64_t JsonDoc::integer(const std::string& key) const {
@@ -64,6 +67,7 @@ std::vector<std::string> JsonDoc::strings(const std::string& key) const {
   for (const auto& item : v) {
     if (!item.is_string()) fail(key, "must be a list of strings, not " + v.dump());
     out.push_back(item.get<std::string>());
+    if (out.back().find('\0') != std::string::npos) fail(key, "contains a NUL character: " + item.dump());
   }
   return out;
 }

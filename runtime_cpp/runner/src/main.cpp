@@ -8,6 +8,7 @@
 #include "pvl/cli.hpp"
 #include "pvl/console.hpp"
 #include "pvl/error.hpp"
+#include "pvl/sanitizer_defaults.hpp"
 
 int main(int argc, char** argv) {
   pvl::use_utf8_console();

@@ -59,7 +59,7 @@ MappedFile::MappedFile(const std::string& path, bool allow_map) : path_(path) {
     }
   }
 #else
-  if (allow_map) {
+  if (allow_map && path.find('\0') == std::string::npos) {  // else fopen_utf8 below refuses it
     int fd = ::open(path.c_str(), O_RDONLY);
     if (fd >= 0) {
       struct stat st;

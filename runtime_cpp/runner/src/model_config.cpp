@@ -91,6 +91,10 @@ void read_vision(ModelConfig& cfg, const JsonDoc& doc) {
     doc.fail("vision.output", "names blob \"" + v.output + "\", not an output of nets.vision_encoder");
   cfg.image_processor = doc.at("image_processor");
   if (!cfg.image_processor.is_object()) doc.fail("image_processor", "must be an object");
+  if (doc.has("image_processor.patch_size") && doc.at("image_processor.patch_size").is_number_integer() &&
+      doc.integer("image_processor.patch_size") != v.patch_size)
+    doc.fail("image_processor.patch_size", "is " + std::to_string(doc.integer("image_processor.patch_size")) +
+                                               ", but vision.patch_size is " + std::to_string(v.patch_size));
 }
 
 void read_decoder(ModelConfig& cfg, const JsonDoc& doc) {

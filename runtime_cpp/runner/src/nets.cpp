@@ -77,6 +77,7 @@ LoadedNet::LoadedNet(const NetFiles& files, int threads) : files_(files), net_(n
       throw Error(files.param + ": no output blob \"" + blob + "\" (model.json nets." + files.name
           + ".outputs)");
   }
+  graph_ = ParamGraph::read(files.param);
   FilePtr f = open_or_throw(files.bin);
   uint64_t size = file_size(f.get());
   CountingReader reader(f.get());

@@ -4,6 +4,7 @@
 #include <platform.h>
 
 #include "pvl/error.hpp"
+#include "pvl/net_checks.hpp"
 #include "pvl/rope.hpp"
 
 namespace pvl {
@@ -19,6 +20,7 @@ VisionTower::VisionTower(const ModelConfig& cfg, int threads) : cfg_(cfg) {
   patch_.reset(new LoadedNet(cfg.net("vision_embed_patch"), threads));
   encoder_.reset(new LoadedNet(cfg.net("vision_encoder"), threads));
   projector_.reset(new LoadedNet(cfg.net("vision_projector"), threads));
+  check_vision_nets(cfg, *patch_, *encoder_, *projector_);
 }
 
 std::vector<float> VisionTower::encode(const PatchInput& in) const {

@@ -15,6 +15,7 @@
 #include "pvl/console.hpp"
 #include "pvl/error.hpp"
 #include "pvl/files.hpp"
+#include "pvl/sanitizer_defaults.hpp"
 
 namespace {
 

@@ -64,10 +64,57 @@ void check_pre_tokenizer(const json& root) {
   if (!ok) throw Error("pre_tokenizer is not supported: expected " + expected);
 }
 
-void check_post_processor_and_decoder(const json& root) {
+// The ids one SpecialToken piece of a TemplateProcessing adds: its entry in "special_tokens".
+std::vector<int> template_special(const json& processor, const json& piece) {
+  const std::string name = piece.at("id").get<std::string>();
+  const json specials = processor.value("special_tokens", json::object());
+  if (!specials.is_object() || !specials.contains(name))
+    throw Error("post_processor TemplateProcessing: special token \"" + name + "\" is not in special_tokens");
+  const json& ids = specials[name].at("ids");
+  if (!ids.is_array()) throw Error("post_processor TemplateProcessing: special_tokens \"" + name + "\" ids");
+  std::vector<int> out;
+  for (const json& id : ids) {
+    if (!id.is_number_unsigned() || id.get<unsigned long long>() > 0x7FFFFFFFull)
+      throw Error("post_processor TemplateProcessing: special_tokens \"" + name + "\" has an id " +
+                  id.dump() + " that is not a token id");
+    out.push_back(id.get<int>());
+  }
+  return out;
+}
+
+// A TemplateProcessing's "single" template as HF applies it to one sequence (add_special_tokens): the
+// ids of the special tokens before $A, then the sequence, then those after it. The "pair" template is
+// never used: the tokenizer encodes one sequence at a time.
+void read_template(const json& processor, TokenizerData& data) {
+  const json single = processor.value("single", json());
+  if (!single.is_array()) throw Error("post_processor TemplateProcessing: \"single\" is not a list");
+  int sequences = 0;
+  for (const json& piece : single) {
+    if (piece.is_object() && piece.size() == 1 && piece.contains("Sequence")) {
+      if (piece["Sequence"].value("id", std::string()) != "A")
+        throw Error("post_processor TemplateProcessing: the single template names a sequence other than $A");
+      ++sequences;
+    } else if (piece.is_object() && piece.size() == 1 && piece.contains("SpecialToken")) {
+      std::vector<int>& side = sequences == 0 ? data.template_prefix : data.template_suffix;
+      for (int id : template_special(processor, piece["SpecialToken"])) side.push_back(id);
+    } else {
+      throw Error("post_processor TemplateProcessing: a single template piece is neither Sequence nor "
+                  "SpecialToken: " + piece.dump());
+    }
+  }
+  if (sequences != 1)
+    throw Error("post_processor TemplateProcessing: the single template must hold $A exactly once, not " +
+                std::to_string(sequences) + " times");
+}
+
+void check_post_processor_and_decoder(const json& root, TokenizerData& data) {
+  int templates = 0;
   for (const json& p : flatten(root.value("post_processor", json()), "processors")) {
-    if (type_of(p) != "ByteLevel") {
-      throw Error("post_processor \"" + type_of(p) + "\" is not supported (only ByteLevel or none)");
+    if (type_of(p) == "TemplateProcessing" && templates++ == 0) {
+      read_template(p, data);
+    } else if (type_of(p) != "ByteLevel") {  // ByteLevel only trims offsets: the ids are unchanged
+      throw Error("post_processor \"" + type_of(p) +
+                  "\" is not supported (only ByteLevel, one TemplateProcessing, or none)");
     }
   }
   const json decoder = root.value("decoder", json());
@@ -158,7 +205,7 @@ void load_tokenizer_json(const std::string& path, TokenizerData& data) {
     if (root.contains("version") && root["version"] != "1.0") throw Error("unknown tokenizer version");
     data.nfc = nfc_normalizer(root);
     check_pre_tokenizer(root);
-    check_post_processor_and_decoder(root);
+    check_post_processor_and_decoder(root, data);
     if (!root.contains("model")) throw Error("\"model\" is missing");
     if (!parsed.has_vocab || !parsed.has_merges) throw Error("model.vocab or model.merges is missing");
     data.bpe.load(root["model"], parsed.vocab, parsed.merges, data.byte_level);

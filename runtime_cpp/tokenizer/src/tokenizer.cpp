@@ -15,7 +15,7 @@ Tokenizer Tokenizer::load(const std::string& tokenizer_json_path) {
   return Tokenizer(std::move(data));
 }
 
-std::vector<int> Tokenizer::encode(const std::string& text) const {
+std::vector<int> Tokenizer::encode(const std::string& text, bool add_special_tokens) const {
   const detail::TokenizerData& d = *data_;
   const bool valid_input = utf8::is_valid(text);
   const std::string repaired = valid_input ? std::string() : utf8::repair(text);  // as Python's "replace"
@@ -23,6 +23,7 @@ std::vector<int> Tokenizer::encode(const std::string& text) const {
 
   std::vector<int> ids;
   ids.reserve(valid.size() / 3 + 8);
+  if (add_special_tokens) ids.insert(ids.end(), d.template_prefix.begin(), d.template_prefix.end());
   for (const Piece& raw : d.added.split(valid, false)) {
     if (raw.id >= 0) {
       ids.push_back(raw.id);
@@ -41,6 +42,7 @@ std::vector<int> Tokenizer::encode(const std::string& text) const {
       }
     }
   }
+  if (add_special_tokens) ids.insert(ids.end(), d.template_suffix.begin(), d.template_suffix.end());
   return ids;
 }
 

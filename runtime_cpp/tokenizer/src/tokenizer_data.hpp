@@ -21,6 +21,7 @@ struct TokenizerData {
   AddedVocabulary added;
   std::unordered_map<std::string, int> added_ids;  // content -> id (checked before the vocabulary)
   bool nfc = false;                                // the normalizer is NFC (else none)
+  std::vector<int> template_prefix, template_suffix;  // TemplateProcessing's single template around $A
   std::vector<std::string> token_bytes;            // id -> the bytes decode() emits for it
   std::vector<bool> known;                         // id -> some token has this id
   std::string empty;

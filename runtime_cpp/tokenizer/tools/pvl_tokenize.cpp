@@ -6,6 +6,7 @@
 // {"unicode_version": utf8proc's, "vocab_size": n, "results": [...]} with one result per element:
 //   encode mode, element "b64 text" -> {"ids": [...], "decode": b64(decode(ids)),
 //                "stream": [b64(push(id)) for each id..., b64(finish())], "encode_us": the encode call's time}
+//   encode mode, element {"plain": "b64 text"} -> the same for encode(text, add_special_tokens = false)
 //   encode mode, element {"ids": [...]} -> {"decode": ..., "stream": ...} for those ids
 //   encode mode, element {"token": "b64"} -> {"id": token_id(token)}
 //   pretokenize mode, element "b64 text" -> {"normalized": b64(NFC of the repaired text),
@@ -23,6 +24,7 @@
 #include "pvl/error.hpp"
 #include "pvl/files.hpp"
 #include "pvl/tokenizer.hpp"
+#include "pvl/sanitizer_defaults.hpp"
 #include "tokenizer_data.hpp"
 #include "unicode.hpp"
 #include "utf8.hpp"
@@ -111,9 +113,10 @@ json encode_one(const pvl::Tokenizer& tok, const json& element) {
   if (element.is_object() && element.contains("token")) {
     return json{{"id", tok.token_id(b64decode(element["token"].get<std::string>()))}};
   }
-  const std::string text = b64decode(element.get<std::string>());
+  const bool plain = element.is_object() && element.contains("plain");
+  const std::string text = b64decode((plain ? element["plain"] : element).get<std::string>());
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<int> ids = tok.encode(text);
+  const std::vector<int> ids = tok.encode(text, !plain);
   const auto t1 = std::chrono::steady_clock::now();
   json result = decode_one(tok, ids);
   result["ids"] = ids;

@@ -1,5 +1,7 @@
 // File access with UTF-8 paths on every platform (on Windows the path is widened and opened with
 // _wfopen, so non-ASCII folder names work), and whole-file reads with errors that name the path.
+// A path holding a NUL character names no file (fopen_utf8 fails with EINVAL, is_regular_file is false,
+// read_file throws): the C calls would otherwise open the name cut at the NUL.
 #pragma once
 
 #include <cstdio>

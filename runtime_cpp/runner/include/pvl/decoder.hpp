@@ -24,6 +24,7 @@ class Decoder {
  public:
   Decoder(const ModelConfig& cfg, int threads);
   const LoadedNet& net() const { return *decoder_; }
+  const LoadedNet& lm_head() const { return *lm_head_; }
   const ModelConfig& config() const { return cfg_; }
   // Logits for one hidden row of hidden_size values; their count is lm_head's output width.
   std::vector<float> logits(const float* hidden_row) const;

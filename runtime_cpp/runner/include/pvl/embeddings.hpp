@@ -24,6 +24,7 @@ class Embeddings {
   std::vector<float> rows(const std::vector<int>& ids, int skip_id = -1) const;
   int hidden() const { return hidden_; }
   std::string source() const;  // for --verbose: where the rows come from
+  const LoadedNet* net() const { return net_.get(); }  // the embed net when rows come from it
 
  private:
   void matrix_row(int id, float* out) const;

@@ -43,11 +43,13 @@ class Runtime {
   double load_seconds() const { return load_seconds_; }
   std::string embedding_source() const { return embeddings_->source(); }
 
+  // The vision nets, loaded (and checked against model.json) on first use.
+  const VisionTower& vision();
+
   GenerateResult generate(const std::vector<int>& prompt_ids, const std::vector<PatchInput>& images,
                           const GenerateOptions& options, const std::function<void(int)>& on_token);
 
  private:
-  const VisionTower& vision();
   ModelConfig cfg_;
   int threads_;
   double load_seconds_ = 0;

@@ -1,5 +1,6 @@
 // Typed access to model.json entries by dotted key path ("decoder.rope.theta"): every missing or
 // ill-typed entry throws pvl::Error naming the file and the full key, so a bad model.json is one clear line.
+// A string holding a NUL character is refused (it would be cut where it becomes a path or blob name).
 #pragma once
 
 #include <cstdint>

@@ -2,8 +2,9 @@
 // bf16 storage, packing and arithmetic off, packing layout off; the thread count set before loading,
 // because Gemm packs its weights for it), with checks a bare ncnn load does not make: the .param parses,
 // the .bin is consumed exactly (a .bin of another .param is refused, naming both), and every interface
-// blob model.json names is an input / output of the graph. Helpers turn row-major float buffers into 2-D
-// Mats and back, and run a one-input one-output net; every ncnn failure is a pvl::Error naming net and blob.
+// blob model.json names is an input / output of the graph. graph() keeps the .param's layers and params
+// for the checks of net_checks.hpp. Helpers turn row-major float buffers into 2-D Mats
+// and back, and run a one-input one-output net; every ncnn failure is a pvl::Error naming net and blob.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include <net.h>
 
 #include "pvl/model_config.hpp"
+#include "pvl/param_graph.hpp"
 
 namespace pvl {
 
@@ -23,6 +25,8 @@ class LoadedNet {
   LoadedNet& operator=(const LoadedNet&) = delete;
 
   const NetFiles& files() const { return files_; }
+  // The .param's layers with their params, for checking model.json's claims against the net.
+  const ParamGraph& graph() const { return graph_; }
   ncnn::Extractor extractor() const { return net_->create_extractor(); }
   // One input (files().inputs[0]) -> one output (files().outputs[0]).
   ncnn::Mat run(const ncnn::Mat& in) const;
@@ -33,6 +37,7 @@ class LoadedNet {
  private:
   NetFiles files_;
   std::unique_ptr<ncnn::Net> net_;
+  ParamGraph graph_;
 };
 
 // A fresh 2-D Mat (w = cols, h = rows) holding a copy of rows*cols row-major floats.

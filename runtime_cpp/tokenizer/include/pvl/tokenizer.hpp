@@ -5,8 +5,11 @@
 // Contract:
 //   - load() accepts a BPE model (vocab + merges as "a b" strings or ["a", "b"] pairs), an optional NFC
 //     normalizer, the Qwen2 pre-tokenizer (Split on Qwen2's regex, then ByteLevel without regex), a
-//     ByteLevel or absent post-processor and the ByteLevel decoder; anything else throws pvl::Error naming
-//     the file and the unsupported part. Added tokens get their ids as HF assigns them (the model's id when
+//     ByteLevel or absent post-processor, or a TemplateProcessing (alone or in a Sequence with ByteLevel),
+//     and the ByteLevel decoder; anything else throws pvl::Error naming the file and the unsupported part.
+//     A TemplateProcessing's "single" template (special tokens around $A, as transformers 5 writes one,
+//     the identity "$A" when no BOS/EOS is added) is applied when add_special_tokens is true, as HF's
+//     encode(text, add_special_tokens) does; its "pair" template is unused (one sequence at a time). Added tokens get their ids as HF assigns them (the model's id when
 //     the content is in the vocabulary, else the next free id in file order). "truncation" and "padding"
 //     are ignored (Qwen's files set neither; transformers overrides them on every call).
 //   - encode(): added tokens are matched first (leftmost-longest; non-normalized ones on the raw text,
@@ -35,7 +38,8 @@ class Tokenizer {
   // Reads and checks tokenizer.json; throws pvl::Error("<path>: <reason>").
   static Tokenizer load(const std::string& tokenizer_json_path);
 
-  std::vector<int> encode(const std::string& text) const;
+  // add_special_tokens: apply the post-processor's single template (HF's default, as encode(text)).
+  std::vector<int> encode(const std::string& text, bool add_special_tokens = true) const;
   std::string decode(const std::vector<int>& ids) const;
   int token_id(const std::string& token) const;  // -1 when absent (added tokens first, then the vocabulary)
   int vocab_size() const;                         // largest id + 1 (added tokens included)
