@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shlex
 import shutil
@@ -175,6 +176,31 @@ def greedy_case(
     print(f"ok   {label}: {len(expected)} tokens equal ({expected[:8]}...)", flush=True)
 
 
+def no_eos_case(runner: Runner, ref: Reference, matrix: Sequence[tuple[int, list[TestImage]]]) -> None:
+    """A checkpoint that names no EOS converts to ``tokens.eos: []``: without --ignore-eos, the run goes on
+    to --gen through the tokens that are EOS ids for the real model. Checked on the case whose reference
+    meets an EOS soonest, so the run would stop early if the runner still stopped there."""
+    stops = []
+    for p, case_images in matrix:
+        tokens = ref.greedy(ref.prompt_ids(PROMPTS[p], case_images), case_images, NEW_TOKENS)
+        if ref.eos & set(tokens):
+            stops.append((len(ref.stop_at_eos(tokens)), p, case_images))
+    if not stops:
+        raise CheckFailed(f"no EOS in model.json: no case reaches an EOS within {NEW_TOKENS} tokens")
+    _, p, case_images = min(stops, key=lambda item: item[0])
+    with tempfile.TemporaryDirectory(prefix="pvl-no-eos-") as tmp:
+        model = Path(tmp) / "model"
+        shutil.copytree(runner.model, model)
+        doc = json.loads((model / "model.json").read_text(encoding="utf-8"))
+        doc["tokens"]["eos"] = []
+        (model / "model.json").write_text(json.dumps(doc), encoding="utf-8")
+        ids = ref.prompt_ids(PROMPTS[p], case_images)
+        args = [*runner_inputs(runner, ref, PROMPTS[p], case_images), "--gen", str(NEW_TOKENS), "--print-ids"]
+        result = runner.run([*args, "--threads", "1"], model=model)
+        compare("no EOS in model.json", result.ids()["tokens"], ref.greedy(ids, case_images, NEW_TOKENS))
+    print(f"ok   no EOS in model.json: prompt {p} ran to --gen {NEW_TOKENS} past the EOS", flush=True)
+
+
 def greedy(
     runner: Runner, ref: Reference, images: Sequence[TestImage], untied: Path | None = None
 ) -> list[str]:
@@ -205,6 +231,11 @@ def greedy(
         print(f"note: no case reaches an EOS within {NEW_TOKENS} tokens; stopping at EOS is not exercised")
         attempt("prompt 0 text-only, without --ignore-eos", PROMPTS[0], [], ignore_eos=False)
     attempt(f"prompt 1 + {images[1].label}, debug inputs", PROMPTS[1], [images[1]], debug=True)
+    try:
+        no_eos_case(runner, ref, matrix)
+    except CheckFailed as err:
+        print(f"FAIL {err}", flush=True)
+        failures.append("no EOS in model.json")
     attempt(f"prompt 0 + {images[1].label}, repetition penalty 1.3", PROMPTS[0], [images[1]], penalty=1.3)
     attempt("prompt 2 text-only, repetition penalty 1.3", PROMPTS[2], [], penalty=1.3)
     attempt(f"prompt 1 + {images[0].label}, --no-mmap", PROMPTS[1], [images[0]], extra=["--no-mmap"])

@@ -219,7 +219,8 @@ ModelConfig ModelConfig::load(const std::string& folder) {
         + ", not an id below vocab_size");
     cfg.eos_tokens.push_back(static_cast<int>(e));
   }
-  if (cfg.eos_tokens.empty()) doc.fail("tokens.eos", "is an empty list");
+  // An empty list is a checkpoint that names no EOS (gsurg writes [] then): generation stops at --gen or
+  // the context limit only.
   cfg.tokenizer_json = existing_file(cfg, doc, "tokenizer.json");
   cfg.tokenizer_config = existing_file(cfg, doc, "tokenizer.config");
   read_embedding(cfg, doc);
