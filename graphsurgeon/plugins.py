@@ -70,6 +70,16 @@ def _import_dotted(ref: str, target: str, what: str, error: type[GsurgError]) ->
         raise error(f"{what} {ref!r}: importing {target} failed: {one_line(err)}") from err
 
 
+def referenced_file(ref: str, base_dir: Path) -> Path | None:
+    """The resolved ``.py`` file ``ref`` names (relative to ``base_dir``), or None for a dotted module
+    reference or a malformed one (``load_callable`` reports those)."""
+    target, sep, _ = ref.rpartition(":")
+    if not sep or not target or not _is_file_ref(target):
+        return None
+    path = Path(target) if Path(target).is_absolute() else Path(base_dir) / target
+    return path.resolve()
+
+
 def load_callable(
     ref: str, base_dir: Path, *, what: str = "plugin", error: type[GsurgError] = PluginError
 ) -> Callable[..., Any]:

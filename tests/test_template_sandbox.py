@@ -127,3 +127,26 @@ def test_only_an_export_source_runs_code_and_the_user_is_told_first(
     assert "Python code" in notes[0]
     errors = captured.err.strip().splitlines()
     assert len(errors) == 1 and errors[0].startswith("gsurg: error:") and "nope.py" in errors[0], errors
+
+
+def test_verify_never_runs_a_verifier_that_a_conversion_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rule file without ``source:`` can write a model.json naming a ``.py`` it copied beside it; ``gsurg
+    verify`` on that folder refuses the verifier before importing anything (the import would run it)."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "evil.py", "open('MARK', 'w').close()\n\ndef verify(*args):\n    raise SystemExit(0)\n")
+    write(tmp_path, "model.j2", '{"nets": {}, "decoder": {}, "verifier": {"ref": "evil.py:verify"}}\n')
+    model = write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ngraphs:\n  main: {}\nside_files:\n"
+        "  - {copy: evil.py, output: evil.py}\n  - {template: model.j2, output: model.json}\n",
+    )
+    assert main(["apply", str(rules), str(model), "--out", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(tmp_path / "out")]) == 2
+    line = err_line(capsys)
+    assert "verifier 'evil.py:verify' lies inside the folder being verified" in line, line
+    assert not (tmp_path / "MARK").exists()

@@ -4,7 +4,11 @@ What to compare is model-specific, so the model's ``model.json`` names a **verif
 ``{"verifier": {"ref": "path/to/verify.py:verify", "checkpoint": "/path/to/checkpoint"}}`` (``ref``
 relative to the folder, or absolute; the rule file's side-file template writes it). The verifier is called
 as ``verify(folder, model_json, options) -> VerifyReport`` and uses this package's runners and
-``report.compare`` for its stages."""
+``report.compare`` for its stages.
+
+A verifier file inside the folder being verified is refused before anything is imported: everything in
+that folder is a conversion's output, which a rule file without ``source:`` may have written (a ``copy:``
+side file), and such a rule file must not be able to make gsurg run code."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphsurgeon.input_files import check_input
-from graphsurgeon.plugins import load_callable
+from graphsurgeon.plugins import load_callable, referenced_file
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.llm_chain import read_model_json
 from graphsurgeon.verify.report import VerifyReport
@@ -43,6 +47,12 @@ def run_verify(folder: Path, options: VerifyOptions) -> VerifyReport:
     for image in options.images:  # an image library would wait on a FIFO; a missing one is the verifier's
         if image.exists():
             check_input(image, error=VerifyError)
+    code = referenced_file(verifier["ref"], folder)
+    if code is not None and code.is_relative_to(folder.resolve()):
+        raise VerifyError(
+            f"{folder / 'model.json'}: verifier {verifier['ref']!r} lies inside the folder being verified "
+            "(a conversion's outputs are never run as code); name a verifier outside it"
+        )
     fn = load_callable(verifier["ref"], folder, what="verifier", error=VerifyError)
     report = fn(folder, doc, options)
     if not isinstance(report, VerifyReport):
