@@ -153,7 +153,7 @@ def test_bad_include_paths(
     line = err_line(capsys)
     assert expected in line, line
     if include == "fifo":
-        assert "is a FIFO, not a file" in line, line
+        assert "is a FIFO (named pipe), not a file" in line, line
 
 
 @pytest.mark.parametrize(

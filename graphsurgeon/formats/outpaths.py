@@ -18,15 +18,7 @@ import os
 import stat
 
 from graphsurgeon.errors import OutputError
-
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISREG, "a file"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
+from graphsurgeon.input_files import kind_of
 
 
 def kind(path: str) -> str:
@@ -37,7 +29,7 @@ def kind(path: str) -> str:
         return "a broken symbolic link" if os.path.islink(path) else "missing"
     except OSError as err:
         return f"unreadable ({err.strerror})"
-    return next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+    return kind_of(st.st_mode) or "a file"
 
 
 def _blocking_part(folder: str) -> str | None:

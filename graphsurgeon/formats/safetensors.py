@@ -7,14 +7,19 @@ a transpose or a repeat are loaded one at a time in their stored dtype.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 
 import numpy as np
 
 from graphsurgeon.formats.chunked import KINDS, ChunkReader, decode
-from graphsurgeon.formats.safetensors_header import DTYPES, CheckpointError, TensorInfo, read_header
+from graphsurgeon.formats.safetensors_header import (
+    DTYPES,
+    CheckpointError,
+    TensorInfo,
+    load_json,
+    read_header,
+)
 from graphsurgeon.input_files import read_input
 from graphsurgeon.transforms import Transform, TransformError
 
@@ -34,12 +39,7 @@ def is_checkpoint(path: str) -> bool:
 def _read_index(path: str) -> dict[str, str]:
     """The ``weight_map`` of a sharded checkpoint's index: tensor name → shard file name."""
     raw = read_input(path, what="a safetensors index", error=CheckpointError)
-    try:
-        doc = json.loads(raw)
-    except RecursionError:
-        raise CheckpointError(f"{path}: not valid JSON: nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path}: not valid JSON: {err}") from None
+    doc = load_json(raw, f"{path}:")
     weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
     if not isinstance(weight_map, dict):
         raise CheckpointError(f"{path}: not a safetensors index (no weight_map)")

@@ -79,14 +79,20 @@ def _pread_exactly(fd: int, nbytes: int, offset: int, path: str) -> bytes:
     return b"".join(parts)
 
 
+def load_json(raw: bytes, where: str) -> Any:
+    """The JSON value in ``raw``; anything else (bad syntax, not UTF-8, nested past the interpreter's
+    recursion limit) is one ``CheckpointError`` starting with ``where``."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise CheckpointError(f"{where} is not valid JSON: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{where} is not valid JSON: {err}") from None
+
+
 def parse_header(raw: bytes, path: str, size: int) -> dict[str, TensorInfo]:
     """The tensors the header bytes ``raw`` describe in a file of ``size`` bytes named ``path``."""
-    try:
-        header = json.loads(raw)
-    except RecursionError:
-        raise CheckpointError(f"{path}: safetensors header is not valid JSON: nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path}: safetensors header is not valid JSON: {err}") from None
+    header = load_json(raw, f"{path}: safetensors header")
     if not isinstance(header, dict):
         raise CheckpointError(
             f"{path}: safetensors header is a JSON {_json_type(header)}, not an object of tensors"
