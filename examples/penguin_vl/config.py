@@ -200,11 +200,7 @@ def _check_vision_folder(folder: Path, raw: Mapping[str, Any], inline: VisionCon
     if path is None or not path.is_file():
         return sub
     own = vision_from_dict(read_json(path), str(path))
-    if own != inline:
-        diff = [k for k in own.__dataclass_fields__ if getattr(own, k) != getattr(inline, k)]
-        theirs = ", ".join(f"{k} {getattr(own, k)}" for k in diff)
-        ours = ", ".join(f"{k} {getattr(inline, k)}" for k in diff)
-        raise CheckpointError(f"{path}: {theirs} differ from {folder / CONFIG} vision_encoder_config: {ours}")
+    _same(path, own, inline, f"{folder / CONFIG} vision_encoder_config")
     return sub
 
 
@@ -321,12 +317,17 @@ def vision_folder(folder: Path, raw: Mapping[str, Any]) -> Path | None:
 
 def _same_processor(path: Path, top: ImageProcessorConfig, top_path: Path) -> None:
     """The encoder folder's image processor (what the official loader reads) must be the top level's."""
-    own = processor_from_dict(read_json(path), str(path))
+    _same(path, processor_from_dict(read_json(path), str(path)), top, str(top_path))
+
+
+def _same(path: Path, own: Any, top: Any, top_where: str) -> None:
+    """``own`` (read from ``path``) and ``top`` are the same dataclass value; else one error naming the
+    fields that differ on both sides."""
     if own != top:
         keys = [k for k in own.__dataclass_fields__ if getattr(own, k) != getattr(top, k)]
         theirs = ", ".join(f"{k} {getattr(own, k)}" for k in keys)
         ours = ", ".join(f"{k} {getattr(top, k)}" for k in keys)
-        raise CheckpointError(f"{path}: {theirs} differ from {top_path}: {ours}")
+        raise CheckpointError(f"{path}: {theirs} differ from {top_where}: {ours}")
 
 
 def load_files(folder: Path | str) -> CheckpointFiles:
