@@ -129,6 +129,29 @@ def test_only_an_export_source_runs_code_and_the_user_is_told_first(
     assert len(errors) == 1 and errors[0].startswith("gsurg: error:") and "nope.py" in errors[0], errors
 
 
+def test_dry_run_names_a_config_reader_before_it_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``source.config`` is Python too: its note comes before its first line runs, and --dry-run's last line
+    does not claim that no code ran."""
+    write(tmp_path, "config.json", "{}")
+    write(tmp_path, "c.py", "def read(folder):\n    print('READER RAN')\n    return {'x': 3}\n")
+    model = write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        f"version: 1\nname: t\nvars:\n  a: ${{config.x}}\nsource: {{export: none.py:build, checkpoint: "
+        f"{tmp_path}, config: c.py:read}}\ngraphs:\n  main: {{}}\n",
+    )
+    assert main(["apply", str(rules), str(model), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    ran = out.index("READER RAN")
+    said = "c.py:read (source.config)"
+    notes = [i for i, line in enumerate(out) if line.startswith("note:") and said in line]
+    assert notes and notes[0] < ran, out
+    assert out[-1] == "dry run: nothing written; its source: Python code ran", out
+
+
 def test_verify_never_runs_a_verifier_that_a_conversion_wrote(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,7 +49,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         print(table(runs))
     folder = next((run.folder for run in runs if run.folder is not None), args.out)
     if args.dry_run:
-        ran = "its export source ran (Python code)" if notes else "no code ran"
+        ran = "its source: Python code ran" if notes else "no code ran"
         print(f"dry run: nothing written; {ran}")
     else:
         print(f"wrote {folder}")

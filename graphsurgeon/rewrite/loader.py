@@ -24,16 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from graphsurgeon.formats.outpaths import kind
 from graphsurgeon.plugins import load_callable
+from graphsurgeon.rewrite.rule_tree import read_tree, real_path, var_defs
 from graphsurgeon.rewrite.rulefile import RuleFile
-from graphsurgeon.rewrite.scope import JsonFact, LazyFacts, Scope, VarDef
+from graphsurgeon.rewrite.scope import JsonFact, LazyFacts, Scope
 from graphsurgeon.rewrite.sections import CheckpointInput, ModelInput, Outputs, Source
 from graphsurgeon.rewrite.validation_errors import describe
-from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, load_located
+from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError
 
 _HEADER = ("version", "name", "description", "source", "inputs", "checkpoints", "outputs")
 _BY_NAME = ("inputs", "checkpoints", "graphs")  # sections merged entry by entry
@@ -50,92 +49,6 @@ def json_schema() -> str:
 
 
 #: How deep includes may nest, and how many files one rule file may bring in.
-MAX_INCLUDE_DEPTH = 32
-MAX_INCLUDED_FILES = 256
-
-
-def real_path(value: str, base: Path, where: str) -> Path:
-    """``value`` (relative to ``base``, ``~`` expanded) as a real path; a NUL in it is an error naming
-    ``where``. A symbolic link loop is left unresolved (reading it then fails with the system's reason)."""
-    if "\0" in value:
-        raise RuleFileError(f"{where}: the path {value!r} holds a NUL character")
-    return Path(os.path.realpath(base / Path(value).expanduser()))
-
-
-def _read_tree(
-    path: Path, text: str | None, chain: tuple[Path, ...], done: dict[Path, list[LocatedYaml]]
-) -> list[LocatedYaml]:
-    """``path`` and everything it includes, included files first (each once, in order). ``done`` holds the
-    files already read with their trees, so a file included along many paths is read once."""
-    if path in chain:
-        cycle = " -> ".join(str(p) for p in (*chain[chain.index(path) :], path))
-        raise RuleFileError(f"{chain[-1]}: include cycle: {cycle}")
-    if path in done:
-        return done[path]
-    if len(chain) >= MAX_INCLUDE_DEPTH:
-        raise RuleFileError(f"{chain[-1]}: includes nest more than {MAX_INCLUDE_DEPTH} files deep")
-    src = load_located(str(path), text)
-    if not isinstance(src.data, dict):
-        raise RuleFileError(f"{path}:1: a rule file is a YAML mapping (version, name, graphs, …)")
-    includes = src.data.get("include") or []
-    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
-        raise RuleFileError(f"{src.where(('include',))}: include is a list of rule-file paths")
-    files: list[LocatedYaml] = []
-    seen: set[str] = set()
-    for i, item in enumerate(includes):
-        where = src.where(("include", i))
-        child = real_path(item, path.parent, where)
-        if not child.is_file():
-            what = "does not exist" if not os.path.lexists(child) else f"is {kind(str(child))}, not a file"
-            raise RuleFileError(f"{where}: included rule file {child} {what}")
-        for sub in _read_tree(child, None, (*chain, path), done):
-            if sub.path not in seen:
-                seen.add(sub.path)
-                files.append(sub)
-    files.append(src)
-    done[path] = files
-    if len(done) > MAX_INCLUDED_FILES:
-        raise RuleFileError(f"{path}: includes bring in more than {MAX_INCLUDED_FILES} rule files")
-    return files
-
-
-def _var_defs(files: list[LocatedYaml], overrides: Mapping[str, str], cwd: Path) -> dict[str, VarDef]:
-    defs: dict[str, VarDef] = {}
-    for src in files:
-        raw_vars = src.data.get("vars") or {}
-        if not isinstance(raw_vars, dict):
-            raise RuleFileError(f"{src.where(('vars',))}: vars is a mapping of name: value")
-        for name, raw in raw_vars.items():
-            where = src.where(("vars", name))
-            is_path = isinstance(raw, dict)
-            if is_path and (set(raw) != {"path"} or not isinstance(raw["path"], str)):
-                raise RuleFileError(f"{where}: a variable is a scalar, or {{path: PATH}} for a path")
-            declared = raw["path"] if is_path else raw
-            defs[str(name)] = VarDef(str(name), declared, where, Path(src.path).parent, is_path)
-    for name, text in overrides.items():
-        if name not in defs:
-            raise RuleFileError(f"{files[-1].path}: --set {name}: the rule file declares no such variable")
-        value = _set_value(name, text)
-        defs[name] = VarDef(name, value, f"--set {name}", cwd, defs[name].is_path)
-    return defs
-
-
-def _set_value(name: str, text: str) -> Any:
-    """A ``--set`` value typed as a YAML scalar (``2048`` is an int, ``true`` a bool; anything else, a
-    collection or a date, stays the text); a value YAML cannot read (``[``, ``!!int abc``) is an error
-    naming the option."""
-    if not text.strip():
-        return text
-    try:
-        value = yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError, TypeError, ArithmeticError) as err:
-        problem = getattr(err, "problem", None) or (str(err).splitlines() or [type(err).__name__])[0]
-        raise RuleFileError(
-            f"--set {name}={text}: not a value YAML can read ({problem}); quote it to give a string"
-        ) from None
-    return value if isinstance(value, str | int | float | bool) else text  # a list, a date: the text
-
-
 def _path_field(loc: tuple[Any, ...]) -> str | None:
     """Which kind of path a field holds: "path", "module" (source.export), "template", or None."""
     if loc in (("source", "export"), ("source", "config")):
@@ -177,6 +90,7 @@ class RuleProgram:
     origins: dict[tuple[Any, ...], LocatedYaml] = field(default_factory=dict)
     models: dict[str, str] = field(default_factory=dict)  # input name -> its .param, once known
     _graph_facts: Callable[[str], Any] | None = None
+    notice: Callable[[str], None] | None = None  # told before source.config's Python runs
 
     # ---- facts -------------------------------------------------------------------------------------------
     def provide_model(self, input_name: str, param: str) -> None:
@@ -214,6 +128,8 @@ class RuleProgram:
         reader = source.get("config") if isinstance(source, dict) else None
         if not reader:
             return _read_json(folder / "config.json")
+        if self.notice is not None:
+            self.notice(code_notice(self.path, f"its config reader {reader} (source.config)"))
         value = load_callable(reader, Path(self.path).parent, what="source.config", error=RuleFileError)(
             str(folder)
         )
@@ -325,21 +241,31 @@ def _merge(
         origins[(section,)] = src
 
 
+def code_notice(rule_path: str, what: str) -> str:
+    """What a user is told before Python code a rule file's ``source:`` names runs."""
+    return (
+        f"{rule_path}: running {what}: Python code with your permissions; a rule file without source: runs "
+        "no code"
+    )
+
+
 def open_rule_file(
     path: str,
     overrides: Mapping[str, str] | None = None,
     text: str | None = None,
     *,
     cwd: str | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> RuleProgram:
     """Read ``path`` and its includes, set up variables and facts, and evaluate the sections that say
-    where models come from. ``overrides`` are ``--set`` values (paths in them are relative to ``cwd``)."""
+    where models come from. ``overrides`` are ``--set`` values (paths in them are relative to ``cwd``);
+    ``notice`` is told before any Python the rule file's ``source:`` names runs."""
     here = Path(cwd or os.getcwd())
     start = Path(os.path.realpath(path)) if text is None else Path(path).absolute()
-    files = _read_tree(start, text, (), {})
+    files = read_tree(start, text, (), {})
     overrides = dict(overrides or {})
-    scope = Scope(_var_defs(files, overrides, here))
-    program = RuleProgram(path, files, scope, {}, set(overrides), here)
+    scope = Scope(var_defs(files, overrides, here))
+    program = RuleProgram(path, files, scope, {}, set(overrides), here, notice=notice)
     scope.add_fact("config", program._config)
     scope.add_fact("json", program._json_files)
     scope.add_fact("inputs", program._input_facts)

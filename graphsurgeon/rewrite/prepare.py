@@ -25,7 +25,7 @@ from graphsurgeon.errors import GsurgError
 from graphsurgeon.export.errors import ExportError
 from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.progress import Progress
-from graphsurgeon.rewrite.loader import RuleProgram, open_rule_file
+from graphsurgeon.rewrite.loader import RuleProgram, code_notice, open_rule_file
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.sections import ModelInput
 
@@ -109,7 +109,7 @@ def prepare(
     """Open, export and finish the rule file (see the module docstring). Before an export source runs,
     ``notice`` is told (the source is Python code the rule file names; nothing else in a rule file runs
     code)."""
-    program = open_rule_file(rule_path, sets)
+    program = open_rule_file(rule_path, sets, notice=notice)
     header_inputs = program.header.get("inputs") or {}
     inputs = {name: ModelInput.model_validate(entry) for name, entry in header_inputs.items()}
     if param is not None:
@@ -123,7 +123,7 @@ def prepare(
     try:
         if work is not None:
             if notice is not None:
-                notice(code_notice(program.path, program.header.get("source")))
+                notice(_export_notice(program.path, program.header.get("source")))
             calibration = _export(program, inputs, wanted, work, progress)
         rules = program.finish()
         checkpoints = {name: Checkpoint(c.path) for name, c in rules.checkpoints.items()}
@@ -140,13 +140,9 @@ def prepare(
     )
 
 
-def code_notice(rule_path: str, source: Any) -> str:
-    """What a user is told before a rule file's export source runs."""
+def _export_notice(rule_path: str, source: Any) -> str:
     ref = source.get("export") if isinstance(source, dict) else None
-    return (
-        f"{rule_path}: running its export source {ref} (source.export): Python code with your permissions; "
-        "a rule file without source: runs no code"
-    )
+    return code_notice(rule_path, f"its export source {ref} (source.export)")
 
 
 def _work_folder(parent: str | None) -> Path:
