@@ -190,6 +190,8 @@ TEXT_ONLY = {
     "array-element-length": "a .param.bin stores numbers as words, not as text",
     "quoted-string-length": "a .param.bin string has no quotes; its length is checked as string-length",
     "pattern-value": "captures and * belong to rule patterns, never to a model file",
+    "param-id-length": "a .param.bin param id is a 32-bit word, not text ncnn scans with a width",
+    "count-length": "a .param.bin header and blob counts are 32-bit words, not text ncnn scans with %31s",
 }
 
 OK_TEXT = text("2 2", IN_X, RELU_XY)
@@ -310,6 +312,8 @@ def test_text_only_codes_are_real_text_refusals(code: str) -> None:
         "array-element-length": RELU_XY + " 0=1," + "1" * 128,
         "quoted-string-length": RELU_XY + ' 0="' + "a" * 256 + '"',
         "pattern-value": RELU_XY + " 0=%x",
+        "param-id-length": RELU_XY + " " + "0" * 15 + "1=1",
+        "count-length": "ReLU r " + "0" * 31 + "1 1 x y",
     }
     graph = parse_param_text(text("2 2", IN_X, fixtures[code]), strict=False)
     assert code in {i.code for i in graph.issues}

@@ -107,7 +107,8 @@ def test_an_unknown_transform_is_refused_when_the_rule_file_loads(
 """
     assert apply(rules(tmp_path, body, {"hf": ckpt}), param, binf, tmp_path / "out") == 2
     line = err_line(capsys)
-    assert ".yaml:" in line and "do.0.weight.transforms.1: a transform is one of transpose" in line, line
+    assert ".yaml:12: " in line, line
+    assert "do.0.weight.transforms.1: rule bad: a transform is one of transpose" in line, line
 
 
 def test_errors_without_a_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
