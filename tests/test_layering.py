@@ -29,6 +29,17 @@ RANK = {
     "testing": 8,  # test support drives the CLI
     "cli": 7,
 }
+#: Ranks inside a package, for the modules listed (a sub-package counts as one); the same rule, one level
+#: down. The rule engine's helpers sit below the action kinds that call them: ``weight_ops`` once imported
+#: ``actions.weights`` back (for the ``WeightOp`` model), a circle hidden by a lazy import.
+SUB_RANK = {
+    "rewrite": {
+        "strict": 0,
+        "match_template": 0,
+        "weight_ops": 1,
+        "actions": 2,
+    },
+}
 
 
 def _imports(path: Path) -> set[str]:
@@ -67,6 +78,59 @@ def test_lower_layers_never_import_higher_ones() -> None:
             if other is not None and other in RANK and RANK[other] > RANK[own]:
                 bad.append(f"{rel} ({own}) imports {module} ({other})")
     assert bad == []
+
+
+def test_sub_layers_never_import_higher_ones() -> None:
+    bad = []
+    for package, ranks in SUB_RANK.items():
+        for path in sorted((PACKAGE / package).rglob("*.py")):
+            own = path.relative_to(PACKAGE / package).parts[0].removesuffix(".py")
+            if own not in ranks:
+                continue
+            for module in _imports(path):
+                parts = module.split(".")
+                if parts[:2] != ["graphsurgeon", package] or len(parts) < 3:
+                    continue
+                other = parts[2]
+                if other in ranks and ranks[other] > ranks[own]:
+                    bad.append(f"{package}/{path.relative_to(PACKAGE / package)} ({own}) imports {module}")
+    assert bad == []
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_modules(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules ``path`` imports, anywhere in it (``from pkg import mod`` names ``pkg.mod``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found & modules
+
+
+def test_no_circle_of_imports() -> None:
+    """No two modules need each other, lazy imports inside functions counted: a lazy import only hides a
+    circle (``weight_ops`` and ``actions.weights`` had one)."""
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    edges = {name: _imported_modules(path, set(paths)) - {name} for name, path in paths.items()}
+    circles = []
+    for start in sorted(edges):
+        stack, seen = [(start, [start])], {start}
+        while stack:
+            node, trail = stack.pop()
+            for nxt in sorted(edges[node]):
+                if nxt == start:
+                    circles.append(" -> ".join([*trail, start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*trail, nxt]))
+    assert circles == []
 
 
 def test_benchmarks_never_import_tests() -> None:

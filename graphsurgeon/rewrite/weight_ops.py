@@ -1,6 +1,8 @@
 """The ``weight`` action of ``gsurg apply``: replace or transform one weight slot of a matched layer.
 
-A rule writes ``{weight: {slot, from, checkpoint, transforms, scale, storage}}`` (``rulefile.WeightOp``).
+A rule writes ``{weight: {slot, from, checkpoint, transforms, scale, storage}}`` (``WeightOp`` below, the
+rule-file model with its transforms; ``rewrite.actions.weights`` wraps it as an action kind and calls
+``apply_weight_op``, so this module never imports the actions).
 Applied to one matched layer, in this order:
 
 1. **Slot.** ``slot`` must be one the layer's params load, per the catalog (``active_weights`` for the
@@ -47,18 +49,102 @@ import difflib
 import functools
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Discriminator, Field, Tag
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.safetensors import Checkpoint, storage_name
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import Storage, Weight
-from graphsurgeon.rewrite.actions.weights import WeightOp, transform_dicts
 from graphsurgeon.rewrite.match_template import TemplateError
+from graphsurgeon.rewrite.strict import StrictModel
 from graphsurgeon.schema.catalog import ActiveWeight
 from graphsurgeon.transforms import Transform, TransformError, parse_transform
+
+StorageName = Literal["fp32", "fp16", "bf16"]
+
+
+class TransposeSpec(StrictModel):
+    transpose: list[int] | None = Field(description="the new order of the axes (null: a 2-D transpose)")
+
+
+class ReshapeSpec(StrictModel):
+    reshape: list[int] = Field(description="the new shape; one -1 is inferred")
+
+
+class RepeatArgs(StrictModel):
+    axis: int
+    n: int = Field(ge=1)
+
+
+class RepeatInterleaveSpec(StrictModel):
+    repeat_interleave: RepeatArgs = Field(description="every slice along axis repeated n times in place")
+
+
+class SliceArgs(StrictModel):
+    axis: int
+    start: int | None = None
+    stop: int | None = None
+
+
+class SliceSpec(StrictModel):
+    slice: SliceArgs = Field(description="Python slice bounds along axis")
+
+
+_TRANSFORM_KEYS = ("transpose", "reshape", "repeat_interleave", "slice")
+
+
+def _transform_kind(value: Any) -> str | None:
+    """Which transform an entry is: bare ``transpose``, or the one key of its mapping."""
+    if value == "transpose":
+        return "bare"
+    if isinstance(value, dict):
+        keys = [k for k in _TRANSFORM_KEYS if k in value]
+        return keys[0] if len(keys) == 1 else None
+    for key in _TRANSFORM_KEYS:
+        if getattr(value, key, None) is not None or (key == "transpose" and isinstance(value, TransposeSpec)):
+            return key
+    return None
+
+
+#: One step of a weight's transforms, as ``graphsurgeon.transforms`` applies them.
+TransformItem = Annotated[
+    Annotated[Literal["transpose"], Tag("bare")]
+    | Annotated[TransposeSpec, Tag("transpose")]
+    | Annotated[ReshapeSpec, Tag("reshape")]
+    | Annotated[RepeatInterleaveSpec, Tag("repeat_interleave")]
+    | Annotated[SliceSpec, Tag("slice")],
+    Discriminator(_transform_kind),
+]
+
+
+def transform_dicts(items: list[TransformItem]) -> list[Any]:
+    """The transforms in the plain form ``graphsurgeon.transforms.parse_transform`` reads."""
+    return [item if isinstance(item, str) else item.model_dump() for item in items]
+
+
+class WeightOp(StrictModel):
+    """Replace or transform one weight slot of the matched layer. ``from`` names a checkpoint tensor; its
+    ``{capture}`` fields are filled from the match (named groups of the ``name`` regex, pattern captures).
+    Without ``from`` the slot's current data is transformed. Transforms apply in order; the result is
+    stored as ``storage`` (default fp32 for tagged slots). Nothing is read until the .bin is written."""
+
+    slot: str
+    from_: str | list[str] | None = Field(
+        default=None, alias="from", description="checkpoint tensor name template, or several to concatenate"
+    )
+    concat_axis: int = Field(
+        default=0, description="with several `from` tensors: the axis they are joined on"
+    )
+    checkpoint: str | None = Field(default=None, description="entry of `checkpoints` (default: the only one)")
+    transforms: list[TransformItem] = Field(
+        default_factory=list, description="applied in order: transpose, reshape, repeat_interleave, slice"
+    )
+    scale: float | None = None
+    storage: StorageName | None = None
+
 
 #: Fills a per-match template (``ActionContext.render``): (template, where) -> text.
 Render = Callable[[str, str], str]
