@@ -31,11 +31,15 @@ RANK = {
 }
 #: Ranks inside a package, for the modules listed (a sub-package counts as one); the same rule, one level
 #: down. The rule engine's helpers sit below the action kinds that call them: ``weight_ops`` once imported
-#: ``actions.weights`` back (for the ``WeightOp`` model), a circle hidden by a lazy import.
+#: ``actions.weights`` back (for the ``WeightOp`` model), a circle hidden by a lazy import; and selectors
+#: take their value types from ``rule_values``, not from an action module.
 SUB_RANK = {
     "rewrite": {
         "strict": 0,
+        "rule_values": 0,
         "match_template": 0,
+        "safe_regex": 0,
+        "select": 1,
         "weight_ops": 1,
         "actions": 2,
     },

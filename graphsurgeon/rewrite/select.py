@@ -12,7 +12,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.params import to_f32
-from graphsurgeon.rewrite.actions.params import ParamValue
+from graphsurgeon.rewrite.rule_values import ParamValue
 from graphsurgeon.rewrite.safe_regex import MAX_NAME, check_name_regex
 from graphsurgeon.rewrite.strict import StrictModel
 

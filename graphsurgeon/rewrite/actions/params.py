@@ -10,9 +10,8 @@ from pydantic import Field
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.layout import TorchLayout, torch_dim_to_ncnn_axis
 from graphsurgeon.rewrite.actions.base import ActionContext, LayerAction
+from graphsurgeon.rewrite.rule_values import ParamValue
 from graphsurgeon.rewrite.strict import StrictModel
-
-ParamValue = int | float | str | list[int] | list[float]
 
 
 class SetAction(LayerAction):
