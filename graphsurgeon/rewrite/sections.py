@@ -5,15 +5,15 @@ files rendered beside the models, and the output folder. Paths are relative to t
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, model_validator
 
 from graphsurgeon.rewrite.output_guard import check_output_name
+from graphsurgeon.rewrite.rule_values import StorageName
 from graphsurgeon.rewrite.select import Selector
 from graphsurgeon.rewrite.strict import StrictModel
 
-StorageName = Literal["fp32", "fp16", "bf16"]
 #: A path inside the output folder: relative, without ``..`` (``rewrite.output_guard``).
 OutputName = Annotated[str, AfterValidator(check_output_name)]
 

@@ -59,11 +59,10 @@ from graphsurgeon.formats.safetensors import Checkpoint, storage_name
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import Storage, Weight
 from graphsurgeon.rewrite.match_template import TemplateError
+from graphsurgeon.rewrite.rule_values import StorageName
 from graphsurgeon.rewrite.strict import StrictModel
 from graphsurgeon.schema.catalog import ActiveWeight
 from graphsurgeon.transforms import Transform, TransformError, parse_transform
-
-StorageName = Literal["fp32", "fp16", "bf16"]
 
 
 class TransposeSpec(StrictModel):

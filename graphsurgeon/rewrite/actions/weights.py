@@ -12,8 +12,9 @@ from pydantic import Field
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import Storage, Weight
 from graphsurgeon.rewrite.actions.base import ActionContext, ActionError, ActionModel, LayerAction
+from graphsurgeon.rewrite.rule_values import StorageName
 from graphsurgeon.rewrite.strict import StrictModel
-from graphsurgeon.rewrite.weight_ops import StorageName, WeightOp, apply_weight_op
+from graphsurgeon.rewrite.weight_ops import WeightOp, apply_weight_op
 
 
 class WeightAction(LayerAction):
