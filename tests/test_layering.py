@@ -26,7 +26,7 @@ RANK = {
     "export": 4,
     "rewrite": 5,
     "verify": 5,
-    "testing": 8,  # test support drives the CLI
+    "testing": 6,  # test support calls check/ and formats/, never the command line
     "cli": 7,
 }
 #: Ranks inside a package, for the modules listed (a sub-package counts as one); the same rule, one level
@@ -81,6 +81,16 @@ def test_lower_layers_never_import_higher_ones() -> None:
             other = _layer(module)
             if other is not None and other in RANK and RANK[other] > RANK[own]:
                 bad.append(f"{rel} ({own}) imports {module} ({other})")
+    assert bad == []
+
+
+def test_only_tests_and_benchmarks_import_the_test_support() -> None:
+    bad = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] != "testing"
+        and any(module.startswith("graphsurgeon.testing") for module in _imports(path))
+    ]
     assert bad == []
 
 

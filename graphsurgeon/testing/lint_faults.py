@@ -9,8 +9,6 @@ model (``walk_bin`` records, layer lines).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import struct
@@ -21,7 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from graphsurgeon.cli import main
+from graphsurgeon.check.context import LintOptions
+from graphsurgeon.check.lint import run_lint
 from graphsurgeon.formats.model_bin import WeightRecord, walk_bin
 from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.ir.graph import Graph, Layer
@@ -310,11 +309,10 @@ def write_fault(fault: Fault, model: Model, folder: Path) -> tuple[Path, Path, I
 
 
 def lint_json(param: Path, weights: Path) -> tuple[int, dict]:
-    """``gsurg lint --format json`` through the CLI entry point, in this process."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(["lint", str(param), "--bin", str(weights), "--format", "json"])
-    return code, json.loads(out.getvalue())
+    """What ``gsurg lint PARAM --bin BIN --format json`` exits with and prints, from ``check.lint`` (the
+    command only formats this report), so test support never needs the command line."""
+    report = run_lint(str(param), LintOptions(bin_path=str(weights)))
+    return report.exit_code, json.loads(report.to_json())
 
 
 def caught(expect: Expect, findings: list[dict]) -> dict | None:
