@@ -13,6 +13,14 @@ What pnnx 20261020 writes, checked by ``tests/test_layout_pnnx.py``: axes come o
 on a batch-0 ``[1,C,H,W]`` is written ``2``), which is what :func:`torch_dim_to_ncnn_axis` returns.
 Where pnnx writes something lossy for an op on the batch dim (Concat ``0=-233``, Softmax with no axis, a
 Crop or Tile whose batch entry is silently dropped), this module raises instead.
+
+Callers today: the ``axis_from_torch`` action (``rewrite.actions.params``) uses :class:`TorchLayout` and
+:func:`torch_dim_to_ncnn_axis`. The other conversions (Reshape, MemoryData, Permute, Squeeze, ExpandDims,
+Tile and Crop params, and the inverses that read ncnn params back) have no caller outside the tests yet.
+They stay here and in ``__all__`` on purpose: they are the conventions the design notes put in this one
+module (invariant 8; the README's layout line), each checked against pnnx and the ncnn wheel, for the rules
+and actions that will need them. Moved into the tests, the tests would become a second place that knows
+them.
 """
 
 from __future__ import annotations
