@@ -1,5 +1,5 @@
 """The ``weight_map`` side file: per written graph with weights, the YAML map ``gsurg diff-bin`` reads
-(``layer.slot: tensor`` or ``{tensor, transforms: [{reshape: shape}]}``), found by ``weight_match``, with a
+(``layer.slot: tensor`` or ``{tensor, transforms: [{reshape: shape}]}``), found by ``weight_pairing``, with a
 header saying what it proves and the command that checks it.
 
 **What the check proves.** ``gsurg diff-bin X.ncnn.bin CHECKPOINT --map X.weights.yaml --fail-on-diff``
@@ -23,7 +23,7 @@ from graphsurgeon.formats.model_bin import WeightRecord
 from graphsurgeon.formats.safetensors import CHECKPOINT_SUFFIXES
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.weights import Storage
-from graphsurgeon.rewrite.weight_match import Pairing, WeightMatcher
+from graphsurgeon.rewrite.weight_pairing import Pairing, WeightMatcher
 
 #: (atol, rtol) within which diff-bin must find a record stored this way equal to its tensor: the largest
 #: rounding error of the storage (round to nearest even), normal and subnormal ranges.
