@@ -1,5 +1,7 @@
-"""Weight checks with --bin: the exact-offset walk, then every weight's values (NaN/Inf, fp16 overflow,
-all zero), read in chunks so a multi-GB model is scanned in bounded memory."""
+"""Lint's checks on weight values with --bin: NaN/Inf, fp16 overflow, implausible magnitudes, all zero.
+
+They scan the records of lint's exact-offset walk (``check.lint``), read in chunks so a multi-GB model is
+scanned in bounded memory."""
 
 from __future__ import annotations
 

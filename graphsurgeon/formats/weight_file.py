@@ -1,4 +1,4 @@
-"""Is this file a .bin weight file? What it cannot be, told from its metadata and first bytes.
+"""Is a file a .bin weight file at all? What it cannot be, from its metadata and first bytes only.
 
 A .bin has no header or magic, so nothing proves a file is one; but some files are certainly not one, and
 comparing them as weights gives a meaningless answer (two copies of a text .param compared as flat float32

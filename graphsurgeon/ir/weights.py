@@ -1,4 +1,4 @@
-"""Weights as lazy views: a record in a memory-mapped .bin, a new array, or values made on demand.
+"""The IR's weight values (``Weight``): a lazy view of a .bin record, a new array, or values made on demand.
 
 A weight record is what one ``ModelBin::load`` call consumes: for load type 0 a 4-byte tag and the payload it
 selects (padded to 4 bytes), for type 1 plain fp32, for types 3/4/6/8 raw bytes padded to 4. Unchanged

@@ -1,6 +1,8 @@
-"""The ``weight_map`` side file: per written graph with weights, the YAML map ``gsurg diff-bin`` reads
-(``layer.slot: tensor`` or ``{tensor, transforms: [{reshape: shape}]}``), found by ``weight_pairing``, with a
-header saying what it proves and the command that checks it.
+"""Writes the ``weight_map`` side file of ``apply``: the YAML map ``diff-bin`` reads, from weight_pairing.
+
+Per written graph with weights, a map ``layer.slot: tensor`` or ``{tensor, transforms: [{reshape:
+shape}]}``, paired by ``weight_pairing``, with a header saying what it proves and the command that checks
+it; ``check.weight_map`` reads it back.
 
 **What the check proves.** ``gsurg diff-bin X.ncnn.bin CHECKPOINT --map X.weights.yaml --fail-on-diff``
 walks the .bin with its .param and compares every weight with its tensor: it passes only when every stored

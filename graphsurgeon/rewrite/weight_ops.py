@@ -1,4 +1,4 @@
-"""The ``weight`` action of ``gsurg apply``: replace or transform one weight slot of a matched layer.
+"""The ``weight`` rule action's model and work: replace or transform one weight slot of a matched layer.
 
 A rule writes ``{weight: {slot, from, checkpoint, transforms, scale, storage}}`` (``WeightOp`` below, the
 rule-file model with its transforms; ``rewrite.actions.weights`` wraps it as an action kind and calls

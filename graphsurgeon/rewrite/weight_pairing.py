@@ -1,5 +1,7 @@
-"""Pair each weight a conversion stores with the checkpoint tensor whose values it holds: the facts behind
-a ``weight_map`` side file (``gsurg diff-bin``'s YAML map).
+"""Pair each weight a conversion stored with the checkpoint tensor holding its values, by value alone.
+
+The pairs are the facts behind a ``weight_map`` side file (``gsurg diff-bin``'s YAML map), which
+``weight_map_side`` writes and ``check.weight_map`` reads; no rule says which tensor a weight came from.
 
 **How.** A stored weight and a tensor are partners when their values are equal element for element, in C
 order: the tensor may differ only in shape (the reshape or flatten a Linear, Conv or Embedding export

@@ -1,7 +1,9 @@
-"""Actions on weights: ``weight`` (a slot from a checkpoint tensor or its own data, through transforms; see
-``rewrite.weight_ops``) and ``move_weight`` (a weight carried from one matched or inserted layer's slot to
-another's: as it is for the same load type, otherwise re-encoded exactly — or as its declared ``storage``
-— and refused when no exact conversion exists)."""
+"""The weight action kinds the registry lists: ``weight``, a wrapper of ``weight_ops``, and ``move_weight``.
+
+``weight`` sets a slot from a checkpoint tensor or its own data, through transforms; its model and its work
+are in ``rewrite.weight_ops``. ``move_weight`` carries a weight from one matched or inserted layer's slot to
+another's, and is done here: as it is for the same load type, otherwise re-encoded exactly — or as its
+declared ``storage`` — and refused when no exact conversion exists."""
 
 from __future__ import annotations
 
