@@ -17,13 +17,17 @@ safetensors header. Every error is a ``CheckpointError`` (one line naming the fi
 from __future__ import annotations
 
 import json
+import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from graphsurgeon.formats.safetensors import CheckpointError
+from graphsurgeon.input_files import read_input
 
 GENERATION_CONFIG = "generation_config.json"
+JSON_LIMIT = 64 << 20  # a real tokenizer.json is ~11 MB; a config a few KB
 TOKENIZER = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 
@@ -31,14 +35,15 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 def read_json(path: Path, *, required: bool = True) -> dict[str, Any] | None:
     """The JSON object in ``path``; ``None`` for a missing file when not ``required``. An unreadable or
     malformed file is one ``CheckpointError`` naming it."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         if not required:
             return None
-        raise CheckpointError(f"{path}: no such file (the checkpoint folder must hold it)") from None
-    except OSError as err:
-        raise CheckpointError(f"{path}: cannot read: {err.strerror}") from None
+        raise CheckpointError(f"{path}: no such file (the checkpoint folder must hold it)")
+    data = read_input(path, limit=JSON_LIMIT, what="a checkpoint's JSON file", error=CheckpointError)
+    try:
+        raw = json.loads(data)
+    except RecursionError:
+        raise CheckpointError(f"{path}: not valid JSON: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{path}: not valid JSON: {err}") from None
     if not isinstance(raw, dict):
@@ -47,8 +52,8 @@ def read_json(path: Path, *, required: bool = True) -> dict[str, Any] | None:
 
 
 def _theta(value: Any, key: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise CheckpointError(f"{where}: {key} must be a positive number, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise CheckpointError(f"{where}: {key} must be a positive finite number, not {value!r}")
     return float(value)
 
 

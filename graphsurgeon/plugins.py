@@ -71,13 +71,32 @@ def _import_dotted(ref: str, target: str, what: str, error: type[GsurgError]) ->
 
 
 def referenced_file(ref: str, base_dir: Path) -> Path | None:
-    """The resolved ``.py`` file ``ref`` names (relative to ``base_dir``), or None for a dotted module
-    reference or a malformed one (``load_callable`` reports those)."""
+    """Where the code ``ref`` names lies, found without running any of it: the resolved ``.py`` file
+    (relative to ``base_dir``), or for ``package.module:attr`` the file or folder of its top-level module as
+    the import system would find it now (``sys.path`` includes the current folder under ``python -m``).
+    None for a malformed reference or a module that cannot be found (``load_callable`` reports those)."""
     target, sep, _ = ref.rpartition(":")
-    if not sep or not target or not _is_file_ref(target):
+    if not sep or not target:
         return None
-    path = Path(target) if Path(target).is_absolute() else Path(base_dir) / target
-    return path.resolve()
+    if _is_file_ref(target):
+        path = Path(target) if Path(target).is_absolute() else Path(base_dir) / target
+        return path.resolve()
+    if not _DOTTED.match(target):
+        return None
+    top = target.split(".", 1)[0]
+    if top in sys.modules:  # already imported: its code ran before this reference was read
+        spec = getattr(sys.modules[top], "__spec__", None)
+    else:
+        try:
+            spec = importlib.util.find_spec(top)  # a top-level lookup imports nothing
+        except (ImportError, ValueError):
+            return None
+    if spec is None:
+        return None
+    where = spec.origin if spec.has_location and spec.origin else None
+    if where is None and spec.submodule_search_locations:
+        where = next(iter(spec.submodule_search_locations), None)
+    return Path(where).resolve() if where else None
 
 
 def load_callable(

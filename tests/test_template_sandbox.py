@@ -173,3 +173,36 @@ def test_verify_never_runs_a_verifier_that_a_conversion_wrote(
     line = err_line(capsys)
     assert "verifier 'evil.py:verify' lies inside the folder being verified" in line, line
     assert not (tmp_path / "MARK").exists()
+
+
+def test_verify_never_imports_a_module_a_conversion_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same with a dotted verifier name: run from inside the output folder, the import system would find
+    the copied module there (``python -m`` puts the current folder on sys.path)."""
+    write(
+        tmp_path,
+        "evilmod_gsurg_test.py",
+        "open('MARK', 'w').close()\n\ndef verify(*args):\n    raise SystemExit(0)\n",
+    )
+    write(
+        tmp_path,
+        "model.j2",
+        '{"nets": {}, "decoder": {}, "verifier": {"ref": "evilmod_gsurg_test:verify"}}\n',
+    )
+    model = write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ngraphs:\n  main: {}\nside_files:\n"
+        "  - {copy: evilmod_gsurg_test.py, output: evilmod_gsurg_test.py}\n"
+        "  - {template: model.j2, output: model.json}\n",
+    )
+    assert main(["apply", str(rules), str(model), "--out", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path / "out")
+    monkeypatch.syspath_prepend(str(tmp_path / "out"))
+    assert main(["verify", "."]) == 2
+    line = err_line(capsys)
+    assert "lies inside the folder being verified" in line, line
+    assert not (tmp_path / "out" / "MARK").exists()

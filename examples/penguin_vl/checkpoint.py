@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from examples.layer_count import check_layer_count
 from graphsurgeon.formats.safetensors import Checkpoint, CheckpointError
 
 from .config import PenguinConfig, StackConfig
@@ -96,10 +97,16 @@ def load_tensors(folder: Path | str, cfg: PenguinConfig) -> dict[str, torch.Tens
 
     folder = Path(folder)
     path = checkpoint_file(folder)
-    shapes = tensor_shapes(cfg)
     ckpt = Checkpoint(str(path))  # reads the headers only (and the index of a sharded one)
     try:
         stored = set(ckpt.tensors)
+        config = str(folder / "config.json")
+        layers = cfg.text.num_hidden_layers
+        check_layer_count(stored, "model.layers.", layers, "num_hidden_layers", config, str(path))
+        layers = cfg.vision.num_hidden_layers
+        key = "vision_encoder_config.num_hidden_layers"
+        check_layer_count(stored, f"{VISION_PREFIX}encoder.layers.", layers, key, config, str(path))
+        shapes = tensor_shapes(cfg)
         if missing := set(shapes) - stored:
             raise CheckpointError(f"{path}: missing tensor(s) {_listing(missing)}")
         tied = cfg.text.tie_word_embeddings

@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from examples.layer_count import check_layer_count
 from graphsurgeon.formats.safetensors import Checkpoint, CheckpointError
 
 from .config import Qwen3Config, load_config
@@ -294,10 +295,12 @@ def load_model(folder: Path | str) -> Qwen3ForCausalLM:
     folder = Path(folder)
     cfg = load_config(folder)
     path = checkpoint_file(folder)
-    model = Qwen3ForCausalLM(cfg, device="meta").to_empty(device="cpu")  # no init: every weight is read
-    params = dict(model.named_parameters())
     ckpt = Checkpoint(str(path))  # headers only: names, shapes, shards
     stored = set(ckpt.tensors)
+    config = str(folder / "config.json")
+    check_layer_count(stored, "model.layers.", cfg.num_hidden_layers, "num_hidden_layers", config, str(path))
+    model = Qwen3ForCausalLM(cfg, device="meta").to_empty(device="cpu")  # no init: every weight is read
+    params = dict(model.named_parameters())
     ignored = {"lm_head.weight"} if cfg.tie_word_embeddings else set()  # transformers ignores it too
     if missing := set(params) - stored:
         raise CheckpointError(f"{path}: missing tensor(s) {_names(missing)}")

@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 
+from graphsurgeon.input_files import read_input
 from graphsurgeon.plugins import load_callable
 from graphsurgeon.rewrite.rule_tree import read_tree, real_path, var_defs
 from graphsurgeon.rewrite.rulefile import RuleFile
@@ -37,6 +38,7 @@ from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError
 _HEADER = ("version", "name", "description", "source", "inputs", "checkpoints", "outputs")
 _BY_NAME = ("inputs", "checkpoints", "graphs")  # sections merged entry by entry
 _LATE = ("graphs", "side_files")  # evaluated by finish(): they may read facts about the input models
+JSON_FACT_LIMIT = 64 << 20  # a checkpoint's config or tokenizer file; a real tokenizer.json is ~11 MB
 _LEADING_VAR = re.compile(r"\s*\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}")
 
 
@@ -176,11 +178,12 @@ class RuleProgram:
 
 def _read_json(path: Path) -> Any:
     """A checkpoint's JSON file as a fact (an object remembers its file, for errors)."""
+    data = read_input(path, limit=JSON_FACT_LIMIT, what="a checkpoint's JSON file", error=RuleFileError)
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise RuleFileError(f"{path}: cannot read the checkpoint's file: {err.strerror}") from None
-    except ValueError as err:
+        value = json.loads(data)
+    except RecursionError:
+        raise RuleFileError(f"{path}: not valid JSON: nested too deeply") from None
+    except ValueError as err:  # a UnicodeDecodeError too
         raise RuleFileError(f"{path}: not valid JSON: {err}") from None
     return JsonFact(value, str(path)) if isinstance(value, dict) else value
 

@@ -5,15 +5,17 @@ with the command line's ``--set`` values, each typed as a YAML scalar."""
 from __future__ import annotations
 
 import os
+import reprlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from graphsurgeon.errors import one_line
 from graphsurgeon.formats.outpaths import kind
-from graphsurgeon.rewrite.scope import VarDef
-from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, load_located
+from graphsurgeon.rewrite.scope import VarDef, checked_path
+from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, has_lone_surrogate, load_located
 
 MAX_INCLUDE_DEPTH = 32
 MAX_INCLUDED_FILES = 256
@@ -22,9 +24,7 @@ MAX_INCLUDED_FILES = 256
 def real_path(value: str, base: Path, where: str) -> Path:
     """``value`` (relative to ``base``, ``~`` expanded) as a real path; a NUL in it is an error naming
     ``where``. A symbolic link loop is left unresolved (reading it then fails with the system's reason)."""
-    if "\0" in value:
-        raise RuleFileError(f"{where}: the path {value!r} holds a NUL character")
-    return Path(os.path.realpath(base / Path(value).expanduser()))
+    return checked_path(value, base, where)
 
 
 def read_tree(
@@ -89,13 +89,18 @@ def _set_value(name: str, text: str) -> Any:
     """A ``--set`` value typed as a YAML scalar (``2048`` is an int, ``true`` a bool; anything else, a
     collection or a date, stays the text); a value YAML cannot read (``[``, ``!!int abc``) is an error
     naming the option."""
+    shown = reprlib.repr(text)
+    if has_lone_surrogate(text):
+        raise RuleFileError(f"--set {name}: the value {shown} is not valid text (undecodable bytes?)")
     if not text.strip():
         return text
     try:
         value = yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError, TypeError, ArithmeticError) as err:
-        problem = getattr(err, "problem", None) or (str(err).splitlines() or [type(err).__name__])[0]
+    except RecursionError:
+        raise RuleFileError(f"--set {name}={shown}: nested too deeply for a value") from None
+    except Exception as err:
+        problem = getattr(err, "problem", None) or one_line(err)
         raise RuleFileError(
-            f"--set {name}={text}: not a value YAML can read ({problem}); quote it to give a string"
+            f"--set {name}={shown}: not a value YAML can read ({problem}); quote it to give a string"
         ) from None
     return value if isinstance(value, str | int | float | bool) else text  # a list, a date: the text

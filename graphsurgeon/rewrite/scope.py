@@ -16,6 +16,7 @@ relative to the file that declares it, or to the current directory when ``--set`
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -23,12 +24,27 @@ from pathlib import Path
 from typing import Any
 
 from graphsurgeon.errors import CatalogError
-from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError
+from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, has_lone_surrogate
 from graphsurgeon.schema.expr import evaluate
 
 TEMPLATE = re.compile(r"\$\{([^{}]*)\}")
 #: How deep variables computed from variables may nest (each level is a stack of evaluator frames).
 MAX_CHAIN = 50
+
+
+def checked_path(value: str, base: Path, where: str) -> Path:
+    """``value`` (relative to ``base``, ``~`` expanded) as a real path; a NUL, text that is not Unicode or a
+    ``~user`` with no such user is an error naming ``where``. A symbolic link loop is left unresolved
+    (reading it then fails with the system's reason)."""
+    if "\0" in value:
+        raise RuleFileError(f"{where}: the path {value!r} holds a NUL character")
+    if has_lone_surrogate(value):
+        raise RuleFileError(f"{where}: the path {value!r} is not valid text (a lone surrogate)")
+    try:
+        expanded = Path(value).expanduser()
+    except RuntimeError:  # `~nosuchuser/x`
+        raise RuleFileError(f"{where}: the path {value!r}: no such user to expand ~ for") from None
+    return Path(os.path.realpath(base / expanded))
 
 
 @dataclass(frozen=True)
@@ -122,7 +138,7 @@ class Scope:
             if vdef.is_path:
                 if not isinstance(value, str) or not value:
                     raise RuleFileError(f"{vdef.where}: variable {name} is a path; got {value!r}")
-                value = str((vdef.base / Path(value).expanduser()).resolve())
+                value = str(checked_path(value, vdef.base, vdef.where))
         finally:
             self._evaluating.pop()
         self._values[name] = value

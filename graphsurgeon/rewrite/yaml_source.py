@@ -9,14 +9,22 @@ Every failure is a ``RuleFileError`` naming the file and line."""
 from __future__ import annotations
 
 import os
+import reprlib
 import stat
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import yaml
 
-from graphsurgeon.errors import GsurgError
+from graphsurgeon.errors import GsurgError, one_line
 from graphsurgeon.formats.outpaths import kind
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """True when ``text`` holds a code point of U+D800..U+DFFF, which no file name or UTF-8 file can hold
+    (YAML's ``"\\ud800"`` escape makes one; so do undecodable bytes in a command-line argument)."""
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
 
 Path_ = tuple[str | int, ...]
 
@@ -79,11 +87,16 @@ class _Walker:
 
     def scalar(self, node: yaml.Node) -> Any:
         try:
-            return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+            value = yaml.constructor.SafeConstructor().construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as err:
             self.fail(node, str(err.problem))
-        except (ValueError, TypeError, ArithmeticError) as err:  # `!!int abc`, `!!timestamp 2024-13-45`
-            self.fail(node, f"{node.tag.rsplit(':', 1)[-1]} {node.value!r} cannot be read: {err}")
+        except Exception as err:
+            # `!!int abc` (ValueError), `!!timestamp x` (AttributeError), `!!bool maybe` (KeyError), ...
+            shown = reprlib.repr(node.value)
+            self.fail(node, f"{node.tag.rsplit(':', 1)[-1]} {shown} cannot be read: {one_line(err)}")
+        if isinstance(value, str) and has_lone_surrogate(value):
+            self.fail(node, "the text holds a lone surrogate (an escape like \\ud800: not Unicode text)")
+        return value
 
     def walk(self, node: yaml.Node, loc: Path_) -> Any:
         self.values += 1
