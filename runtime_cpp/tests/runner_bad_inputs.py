@@ -6,7 +6,9 @@ crash or a traceback. Broken model folders are made by copying the converted one
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,6 +89,14 @@ def _shift_embedding(nbytes: int) -> Damage:
         doc["embedding_matrix"]["tag_offset"] += nbytes
 
     return _edit_json(edit)
+
+
+def _fifo(name: str) -> Damage:
+    def apply(folder: Path) -> None:
+        (folder / name).unlink()
+        os.mkfifo(folder / name)
+
+    return apply
 
 
 def _all(*damages: Damage) -> Damage:
@@ -234,6 +244,28 @@ def cases(runner: Runner) -> list[BadCase]:
             BadCase("blank prompt", ["--prompt", " \n "], "empty"),
             BadCase("tokenizer.json missing", TEXT, "tokenizer.json", _remove("tokenizer.json")),
         ]
+    # issue 14 item 8: a FIFO used to block the runner forever (it was opened to find out why it was not a
+    # regular file), and a whole-file read had no size bound. FIFOs are a POSIX matter: not under wine.
+    if not runner.wrapper:
+        out.append(
+            BadCase(
+                "model.json a FIFO",
+                text,
+                "model.json: is a FIFO (named pipe), not a regular file",
+                _fifo("model.json"),
+            )
+        )
+        if runner.tokenizer:
+            fifo = _fifo("tokenizer.json")
+            out.append(BadCase("tokenizer.json a FIFO", TEXT, "tokenizer.json: is a FIFO (named pipe)", fifo))
+        if runner.preprocess:
+            out.append(BadCase("--image a FIFO", [*text, "--image", "{tmp}/pipe.png"], "pipe.png: is a FIFO"))
+    if runner.preprocess:
+        out.append(
+            BadCase(
+                "--image of 300 MiB", [*text, "--image", "{tmp}/huge.png"], "huge.png: larger than 256 MiB"
+            )
+        )
     return out
 
 
@@ -242,6 +274,10 @@ def bad_inputs(runner: Runner) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="pvl-bad-") as tmp_name:
         tmp = Path(tmp_name)
         (tmp / "not_an_image.png").write_bytes(b"this is not an image\n")
+        if not runner.wrapper:
+            os.mkfifo(tmp / "pipe.png")
+        with open(tmp / "huge.png", "wb") as sparse:  # a hole: no disk blocks, 300 MiB by its size
+            sparse.truncate(300 << 20)
         image = sorted(CORPUS_IMAGES.iterdir())[0] if CORPUS_IMAGES.is_dir() else None
         for i, case in enumerate(cases(runner)):
             model = runner.model
@@ -266,7 +302,10 @@ def bad_inputs(runner: Runner) -> list[str]:
 
 
 def check(runner: Runner, case: BadCase, model: Path, args: list[str], tmp: Path) -> None:
-    result = runner.run(args, model=model, timeout=120)
+    try:
+        result = runner.run(args, model=model, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise CheckFailed("still running after 60 s (waiting on a FIFO?)") from None
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     last = lines[-1] if lines else ""
     expect = case.expect.replace("{tmp}", str(tmp))

@@ -30,8 +30,8 @@ std::string existing_file(const ModelConfig& cfg, const JsonDoc& doc, const std:
   std::string rel = doc.str(key);
   if (rel.empty()) doc.fail(key, "is an empty file name");
   std::string path = join_path(cfg.folder, rel);
-  if (!is_regular_file(path)) throw Error(path + ": no such file (named by " + doc.file() + " \"" + key
-      + "\")");
+  const std::string problem = file_problem(path);
+  if (!problem.empty()) throw Error(path + ": " + problem + " (named by " + doc.file() + " \"" + key + "\")");
   return path;
 }
 

@@ -4,6 +4,7 @@
 // read_file throws): the C calls would otherwise open the name cut at the NUL.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -12,11 +13,20 @@ namespace pvl {
 // fopen with a UTF-8 path; returns nullptr on failure like fopen (errno set).
 std::FILE* fopen_utf8(const std::string& path, const char* mode);
 
-// The whole file as bytes; throws pvl::Error("<path>: <reason>") when it cannot be read.
-std::string read_file(const std::string& path);
+// The most a whole-file read takes (model.json, .param text, tokenizer.json, images, pixel dumps).
+constexpr uint64_t kMaxWholeFile = uint64_t(256) << 20;
+
+// The whole file as bytes; throws pvl::Error("<path>: <reason>") when it cannot be read, when it is not a
+// regular file (a FIFO is refused without waiting for a writer, a device without reading it) or when it holds
+// more than max_bytes.
+std::string read_file(const std::string& path, uint64_t max_bytes = kMaxWholeFile);
 
 // True when the path names an existing regular file.
 bool is_regular_file(const std::string& path);
+
+// Why the path is not a readable regular file ("no such file or directory", "is a FIFO (named pipe), not a
+// regular file", ...), or "" when it is one.
+std::string file_problem(const std::string& path);
 
 // Joins a folder and a relative name with the platform's separator ('/' works on Windows too).
 std::string join_path(const std::string& folder, const std::string& name);
