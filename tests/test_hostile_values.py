@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from graphsurgeon.cli import main
 from graphsurgeon.formats.safetensors import CheckpointError
+from tests.alarm import alarm
 from tests.rule_language_harness import CHAIN, err_line, write
 
 RULE = "version: 1\nname: t\nvars:\n  k: {value}\ngraphs:\n  main: {{}}\n"
@@ -28,22 +26,6 @@ RULE = "version: 1\nname: t\nvars:\n  k: {value}\ngraphs:\n  main: {{}}\n"
 def _apply(tmp_path: Path, rules: str, *extra: str) -> int:
     model = write(tmp_path, "m.param", CHAIN)
     return main(["apply", str(write(tmp_path, "r.yaml", rules)), str(model), "--dry-run", *extra])
-
-
-@contextmanager
-def alarm(seconds: int = 20) -> Iterator[None]:
-    """Fail instead of hanging (a FIFO read blocks forever)."""
-
-    def hung(*_: object) -> None:
-        raise AssertionError(f"still running after {seconds} s (waiting on a FIFO?)")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 
 import pytest
 
@@ -25,27 +21,8 @@ from graphsurgeon import input_files
 from graphsurgeon.cli import main
 from graphsurgeon.formats.param_build import PARAM_LIMIT
 from graphsurgeon.input_files import InputFileError, open_input, read_input
+from tests.alarm import alarm
 from tests.diff_bin_harness import FC_PARAM, fc_bin
-
-ALARM_SECONDS = 10
-
-
-class Hung(Exception):
-    pass
-
-
-@contextmanager
-def alarm() -> Iterator[None]:
-    def ring(signum: int, frame: FrameType | None) -> None:
-        raise Hung(f"still running after {ALARM_SECONDS} s (waiting on a FIFO?)")
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(ALARM_SECONDS)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def refused(capsys: pytest.CaptureFixture[str], argv: list[str], path: str, reason: str) -> None:

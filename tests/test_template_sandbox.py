@@ -152,24 +152,31 @@ def test_dry_run_names_a_config_reader_before_it_runs(
     assert out[-1] == "dry run: nothing written; its source: Python code ran", out
 
 
+def _convert_with_verifier(tmp_path: Path, module: str, ref: str) -> Path:
+    """A rule file without ``source:`` that copies ``module`` (a .py that leaves MARK when imported) into
+    its outputs and writes a model.json naming it as the verifier ``ref``; returns the output folder."""
+    write(tmp_path, module, "open('MARK', 'w').close()\n\ndef verify(*args):\n    raise SystemExit(0)\n")
+    write(tmp_path, "model.j2", '{"nets": {}, "decoder": {}, "verifier": {"ref": "' + ref + '"}}\n')
+    model = write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ngraphs:\n  main: {}\nside_files:\n"
+        f"  - {{copy: {module}, output: {module}}}\n  - {{template: model.j2, output: model.json}}\n",
+    )
+    assert main(["apply", str(rules), str(model), "--out", str(tmp_path / "out")]) == 0
+    return tmp_path / "out"
+
+
 def test_verify_never_runs_a_verifier_that_a_conversion_wrote(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A rule file without ``source:`` can write a model.json naming a ``.py`` it copied beside it; ``gsurg
     verify`` on that folder refuses the verifier before importing anything (the import would run it)."""
     monkeypatch.chdir(tmp_path)
-    write(tmp_path, "evil.py", "open('MARK', 'w').close()\n\ndef verify(*args):\n    raise SystemExit(0)\n")
-    write(tmp_path, "model.j2", '{"nets": {}, "decoder": {}, "verifier": {"ref": "evil.py:verify"}}\n')
-    model = write(tmp_path, "m.param", CHAIN)
-    rules = write(
-        tmp_path,
-        "r.yaml",
-        "version: 1\nname: t\ngraphs:\n  main: {}\nside_files:\n"
-        "  - {copy: evil.py, output: evil.py}\n  - {template: model.j2, output: model.json}\n",
-    )
-    assert main(["apply", str(rules), str(model), "--out", str(tmp_path / "out")]) == 0
+    out = _convert_with_verifier(tmp_path, "evil.py", "evil.py:verify")
     capsys.readouterr()
-    assert main(["verify", str(tmp_path / "out")]) == 2
+    assert main(["verify", str(out)]) == 2
     line = err_line(capsys)
     assert "verifier 'evil.py:verify' lies inside the folder being verified" in line, line
     assert not (tmp_path / "MARK").exists()
@@ -180,29 +187,11 @@ def test_verify_never_imports_a_module_a_conversion_wrote(
 ) -> None:
     """The same with a dotted verifier name: run from inside the output folder, the import system would find
     the copied module there (``python -m`` puts the current folder on sys.path)."""
-    write(
-        tmp_path,
-        "evilmod_gsurg_test.py",
-        "open('MARK', 'w').close()\n\ndef verify(*args):\n    raise SystemExit(0)\n",
-    )
-    write(
-        tmp_path,
-        "model.j2",
-        '{"nets": {}, "decoder": {}, "verifier": {"ref": "evilmod_gsurg_test:verify"}}\n',
-    )
-    model = write(tmp_path, "m.param", CHAIN)
-    rules = write(
-        tmp_path,
-        "r.yaml",
-        "version: 1\nname: t\ngraphs:\n  main: {}\nside_files:\n"
-        "  - {copy: evilmod_gsurg_test.py, output: evilmod_gsurg_test.py}\n"
-        "  - {template: model.j2, output: model.json}\n",
-    )
-    assert main(["apply", str(rules), str(model), "--out", str(tmp_path / "out")]) == 0
+    out = _convert_with_verifier(tmp_path, "evilmod_gsurg_test.py", "evilmod_gsurg_test:verify")
     capsys.readouterr()
-    monkeypatch.chdir(tmp_path / "out")
-    monkeypatch.syspath_prepend(str(tmp_path / "out"))
+    monkeypatch.chdir(out)
+    monkeypatch.syspath_prepend(str(out))
     assert main(["verify", "."]) == 2
     line = err_line(capsys)
     assert "lies inside the folder being verified" in line, line
-    assert not (tmp_path / "out" / "MARK").exists()
+    assert not (out / "MARK").exists()
