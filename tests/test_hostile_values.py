@@ -141,3 +141,19 @@ def test_a_config_claiming_more_layers_than_the_checkpoint_holds_fails_before_bu
     with pytest.raises(CheckpointError, match=r"num_hidden_layers is 1000000000, but .* holds 2 layer\(s\)"):
         load_model(folder)
     assert time.monotonic() - start < 20  # it used to build modules until memory ran out
+
+
+def test_a_config_size_beyond_32_bits_is_refused(tmp_path: Path) -> None:
+    """``max_position_embeddings: 2**70`` reached model.json, which the C++ runtime reads as 32-bit ints."""
+    pytest.importorskip("transformers")
+    from examples.qwen3_llm.config import load_config
+    from tests.hf5_checkpoint import save_qwen3
+
+    folder = save_qwen3(tmp_path / "q")
+    config = json.loads((folder / "config.json").read_text())
+    config["max_position_embeddings"] = 2**70
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(
+        CheckpointError, match=r"max_position_embeddings must be a positive integer below 2\^31"
+    ):
+        load_config(folder)

@@ -235,7 +235,7 @@ def test_a_tied_checkpoint_may_carry_lm_head_as_transformers_allows(tmp_path: Pa
         ({"num_key_value_heads": 3}, "num_attention_heads 4 is not a multiple of num_key_value_heads 3"),
         ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_scaling.rope_type 'yarn' is not"),
         ({"attention_bias": True}, "attention_bias true is not supported"),
-        ({"hidden_size": None}, "hidden_size must be a positive integer, not None"),
+        ({"hidden_size": None}, "hidden_size must be a positive integer below 2^31, not None"),
         ({"rms_norm_eps": "small"}, "rms_norm_eps must be a positive number, not 'small'"),
         ({"hidden_act": "gelu"}, "hidden_act 'gelu' is not supported (only silu)"),
     ],

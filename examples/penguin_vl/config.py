@@ -136,8 +136,8 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def _int(raw: Mapping[str, Any], key: str, where: str, minimum: int = 1) -> int:
     value = raw.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise CheckpointError(f"{where}: {key} must be an integer >= {minimum}, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < 2**31:
+        raise CheckpointError(f"{where}: {key} must be an integer >= {minimum} and below 2^31, not {value!r}")
     return value
 
 

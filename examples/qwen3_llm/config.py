@@ -52,6 +52,7 @@ class Qwen3Config:
         return self.num_attention_heads // self.num_key_value_heads
 
 
+INT_LIMIT = 2**31  # the C++ runtime and ncnn read sizes as 32-bit ints
 _INT_KEYS = (
     "hidden_size",
     "intermediate_size",
@@ -64,8 +65,8 @@ _INT_KEYS = (
 
 def _int(raw: Mapping[str, Any], key: str, where: str) -> int:
     value = raw.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CheckpointError(f"{where}: {key} must be a positive integer, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < INT_LIMIT:
+        raise CheckpointError(f"{where}: {key} must be a positive integer below 2^31, not {value!r}")
     return value
 
 
