@@ -47,8 +47,8 @@ def test_a_scalar_pyyaml_cannot_construct_is_one_line(
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("!!timestamp x", "--set k='!!timestamp x': not a value YAML can read"),
-        ("!!bool maybe", "--set k='!!bool maybe': not a value YAML can read"),
+        ("!!timestamp x", "--set k=!!timestamp x: not a value YAML can read"),
+        ("!!bool maybe", "--set k=!!bool maybe: not a value YAML can read"),
         ("[" * 1000, "nested too deeply for a value"),
         ("a\udcffb", "--set k: the value 'a\\udcffb' is not valid text"),  # an undecodable argv byte
     ],

@@ -12,7 +12,6 @@ from typing import Any
 
 import yaml
 
-from graphsurgeon.errors import one_line
 from graphsurgeon.formats.outpaths import kind
 from graphsurgeon.rewrite.scope import VarDef, checked_path
 from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, has_lone_surrogate, load_located
@@ -89,17 +88,19 @@ def _set_value(name: str, text: str) -> Any:
     """A ``--set`` value typed as a YAML scalar (``2048`` is an int, ``true`` a bool; anything else, a
     collection or a date, stays the text); a value YAML cannot read (``[``, ``!!int abc``) is an error
     naming the option."""
-    shown = reprlib.repr(text)
     if has_lone_surrogate(text):
-        raise RuleFileError(f"--set {name}: the value {shown} is not valid text (undecodable bytes?)")
+        raise RuleFileError(
+            f"--set {name}: the value {reprlib.repr(text)} is not valid text (undecodable bytes?)"
+        )
     if not text.strip():
         return text
+    shown = text if len(text) <= 80 else text[:77] + "..."
     try:
         value = yaml.safe_load(text)
     except RecursionError:
         raise RuleFileError(f"--set {name}={shown}: nested too deeply for a value") from None
     except Exception as err:
-        problem = getattr(err, "problem", None) or one_line(err)
+        problem = getattr(err, "problem", None) or (str(err).splitlines() or [type(err).__name__])[0]
         raise RuleFileError(
             f"--set {name}={shown}: not a value YAML can read ({problem}); quote it to give a string"
         ) from None
