@@ -16,18 +16,16 @@ safetensors header. Every error is a ``CheckpointError`` (one line naming the fi
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from graphsurgeon.formats.safetensors import CheckpointError
-from graphsurgeon.input_files import read_input
+from graphsurgeon.formats.safetensors import JSON_FILE_LIMIT, CheckpointError
+from graphsurgeon.input_files import read_json_input
 
 GENERATION_CONFIG = "generation_config.json"
-JSON_LIMIT = 64 << 20  # a real tokenizer.json is ~11 MB; a config a few KB
 TOKENIZER = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 
@@ -39,13 +37,7 @@ def read_json(path: Path, *, required: bool = True) -> dict[str, Any] | None:
         if not required:
             return None
         raise CheckpointError(f"{path}: no such file (the checkpoint folder must hold it)")
-    data = read_input(path, limit=JSON_LIMIT, what="a checkpoint's JSON file", error=CheckpointError)
-    try:
-        raw = json.loads(data)
-    except RecursionError:
-        raise CheckpointError(f"{path}: not valid JSON: nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path}: not valid JSON: {err}") from None
+    raw = read_json_input(path, limit=JSON_FILE_LIMIT, what="a checkpoint's JSON file", error=CheckpointError)
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path}: not a JSON object")
     return raw

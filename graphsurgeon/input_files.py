@@ -16,9 +16,11 @@ message).
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Callable
+from typing import Any
 
 from graphsurgeon.errors import GsurgError
 
@@ -123,6 +125,28 @@ def read_input(
     finally:
         os.close(fd)
     return b"".join(chunks)
+
+
+def parse_json(raw: bytes, where: str, *, error: Raise = InputFileError) -> Any:
+    """The JSON value in ``raw``; bad syntax, bytes that are not UTF-8 or nesting past the interpreter's
+    recursion limit are one ``error`` starting with ``where``."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise error(f"{where}: not valid JSON: nested too deeply") from None
+    except ValueError as err:  # a UnicodeDecodeError too
+        raise error(f"{where}: not valid JSON: {err}") from None
+
+
+def read_json_input(
+    path: str | os.PathLike[str],
+    *,
+    limit: int = TEXT_LIMIT,
+    what: str = "an input",
+    error: Raise = InputFileError,
+) -> Any:
+    """The JSON value in regular file ``path`` (``read_input``'s checks, then ``parse_json``'s)."""
+    return parse_json(read_input(path, limit=limit, what=what, error=error), os.fspath(path), error=error)
 
 
 def _refusal(what: str, limit: int) -> str:

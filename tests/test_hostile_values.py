@@ -80,7 +80,8 @@ def test_a_path_variable_that_names_no_path_is_one_line(
 
 
 def test_a_checkpoint_json_that_is_a_fifo_huge_or_deep_is_one_error(tmp_path: Path) -> None:
-    from examples.hf_config import JSON_LIMIT, read_json
+    from examples.hf_config import read_json
+    from graphsurgeon.formats.safetensors import JSON_FILE_LIMIT
 
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
@@ -88,7 +89,7 @@ def test_a_checkpoint_json_that_is_a_fifo_huge_or_deep_is_one_error(tmp_path: Pa
         read_json(fifo)
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as fh:  # sparse: no blocks on disk
-        fh.truncate(JSON_LIMIT + 1)
+        fh.truncate(JSON_FILE_LIMIT + 1)
     with pytest.raises(CheckpointError, match=r"huge\.json"):
         read_json(huge)
     deep = write(tmp_path, "deep.json", "[" * 100_000 + "]" * 100_000)

@@ -17,13 +17,15 @@ from graphsurgeon.formats.safetensors_header import (
     DTYPES,
     CheckpointError,
     TensorInfo,
-    load_json,
     read_header,
 )
-from graphsurgeon.input_files import read_input
+from graphsurgeon.input_files import read_json_input
 from graphsurgeon.transforms import Transform, TransformError
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".safetensors.index.json")
+#: The most a checkpoint folder's JSON file (config, generation config, tokenizer files) may hold: a real
+#: tokenizer.json is ~11 MB, a config a few KB.
+JSON_FILE_LIMIT = 64 << 20
 _STORAGE_NAMES = {"F32": "fp32", "F16": "fp16", "BF16": "bf16"}
 
 
@@ -38,8 +40,7 @@ def is_checkpoint(path: str) -> bool:
 
 def _read_index(path: str) -> dict[str, str]:
     """The ``weight_map`` of a sharded checkpoint's index: tensor name → shard file name."""
-    raw = read_input(path, what="a safetensors index", error=CheckpointError)
-    doc = load_json(raw, f"{path}:")
+    doc = read_json_input(path, what="a safetensors index", error=CheckpointError)
     weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
     if not isinstance(weight_map, dict):
         raise CheckpointError(f"{path}: not a safetensors index (no weight_map)")

@@ -13,7 +13,6 @@ the shape's elements.
 
 from __future__ import annotations
 
-import json
 import os
 import reprlib
 import struct
@@ -22,7 +21,7 @@ from typing import Any
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.chunked import KINDS
-from graphsurgeon.input_files import open_input
+from graphsurgeon.input_files import open_input, parse_json
 
 #: The dtypes whose values are read (safetensors spelling → ``chunked.KINDS`` kind).
 DTYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
@@ -79,20 +78,9 @@ def _pread_exactly(fd: int, nbytes: int, offset: int, path: str) -> bytes:
     return b"".join(parts)
 
 
-def load_json(raw: bytes, where: str) -> Any:
-    """The JSON value in ``raw``; anything else (bad syntax, not UTF-8, nested past the interpreter's
-    recursion limit) is one ``CheckpointError`` starting with ``where``."""
-    try:
-        return json.loads(raw)
-    except RecursionError:
-        raise CheckpointError(f"{where} is not valid JSON: nested too deeply") from None
-    except (ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{where} is not valid JSON: {err}") from None
-
-
 def parse_header(raw: bytes, path: str, size: int) -> dict[str, TensorInfo]:
     """The tensors the header bytes ``raw`` describe in a file of ``size`` bytes named ``path``."""
-    header = load_json(raw, f"{path}: safetensors header")
+    header = parse_json(raw, f"{path}: safetensors header", error=CheckpointError)
     if not isinstance(header, dict):
         raise CheckpointError(
             f"{path}: safetensors header is a JSON {_json_type(header)}, not an object of tensors"

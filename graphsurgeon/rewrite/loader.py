@@ -26,7 +26,8 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 
-from graphsurgeon.input_files import read_input
+from graphsurgeon.formats.safetensors import JSON_FILE_LIMIT
+from graphsurgeon.input_files import read_json_input
 from graphsurgeon.plugins import load_callable
 from graphsurgeon.rewrite.rule_tree import read_tree, real_path, var_defs
 from graphsurgeon.rewrite.rulefile import RuleFile
@@ -38,7 +39,6 @@ from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError
 _HEADER = ("version", "name", "description", "source", "inputs", "checkpoints", "outputs")
 _BY_NAME = ("inputs", "checkpoints", "graphs")  # sections merged entry by entry
 _LATE = ("graphs", "side_files")  # evaluated by finish(): they may read facts about the input models
-JSON_FACT_LIMIT = 64 << 20  # a checkpoint's config or tokenizer file; a real tokenizer.json is ~11 MB
 _LEADING_VAR = re.compile(r"\s*\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}")
 
 
@@ -178,13 +178,7 @@ class RuleProgram:
 
 def _read_json(path: Path) -> Any:
     """A checkpoint's JSON file as a fact (an object remembers its file, for errors)."""
-    data = read_input(path, limit=JSON_FACT_LIMIT, what="a checkpoint's JSON file", error=RuleFileError)
-    try:
-        value = json.loads(data)
-    except RecursionError:
-        raise RuleFileError(f"{path}: not valid JSON: nested too deeply") from None
-    except ValueError as err:  # a UnicodeDecodeError too
-        raise RuleFileError(f"{path}: not valid JSON: {err}") from None
+    value = read_json_input(path, limit=JSON_FILE_LIMIT, what="a checkpoint's JSON file", error=RuleFileError)
     return JsonFact(value, str(path)) if isinstance(value, dict) else value
 
 

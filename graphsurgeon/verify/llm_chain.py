@@ -7,7 +7,6 @@ decoder's blob roles are found from its graph (``kv_signature``)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import ncnn
 import numpy as np
 
-from graphsurgeon.input_files import read_input
+from graphsurgeon.input_files import read_json_input
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.kv_session import KVDecoder, KVSession
 from graphsurgeon.verify.ncnn_fp32 import fp32_net
@@ -26,13 +25,7 @@ def read_model_json(folder: Path) -> dict[str, Any]:
     """``folder/model.json`` as a JSON object with ``nets`` and ``decoder`` (a regular file of at most
     TEXT_LIMIT bytes); VerifyError, one line naming it, for anything else."""
     path = folder / "model.json"
-    raw = read_input(path, what="a model.json", error=VerifyError)
-    try:
-        doc = json.loads(raw)
-    except RecursionError:
-        raise VerifyError(f"{path}: not valid JSON: nested too deeply") from None
-    except ValueError as err:  # UnicodeDecodeError included
-        raise VerifyError(f"{path}: not valid JSON: {err}") from None
+    doc = read_json_input(path, what="a model.json", error=VerifyError)
     if not isinstance(doc, dict):
         raise VerifyError(f"{path}: not a JSON object")
     for key in ("nets", "decoder"):

@@ -48,19 +48,6 @@ std::FILE* fopen_utf8(const std::string& path, const char* mode) {
 #endif
 }
 
-bool is_regular_file(const std::string& path) {
-  if (path.find('\0') != std::string::npos) return false;
-#ifdef _WIN32
-  struct _stat64 st;
-  if (_wstat64(widen(path).c_str(), &st) != 0) return false;
-  return (st.st_mode & _S_IFREG) != 0;
-#else
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return false;
-  return S_ISREG(st.st_mode);
-#endif
-}
-
 namespace {
 
 // What a non-regular file is, in words, from its stat mode.

@@ -1,6 +1,6 @@
 // File access with UTF-8 paths on every platform (on Windows the path is widened and opened with
 // _wfopen, so non-ASCII folder names work), and whole-file reads with errors that name the path.
-// A path holding a NUL character names no file (fopen_utf8 fails with EINVAL, is_regular_file is false,
+// A path holding a NUL character names no file (fopen_utf8 fails with EINVAL, file_problem says so,
 // read_file throws): the C calls would otherwise open the name cut at the NUL.
 #pragma once
 
@@ -20,9 +20,6 @@ constexpr uint64_t kMaxWholeFile = uint64_t(256) << 20;
 // regular file (a FIFO is refused without waiting for a writer, a device without reading it) or when it holds
 // more than max_bytes.
 std::string read_file(const std::string& path, uint64_t max_bytes = kMaxWholeFile);
-
-// True when the path names an existing regular file.
-bool is_regular_file(const std::string& path);
 
 // Why the path is not a readable regular file ("no such file or directory", "is a FIFO (named pipe), not a
 // regular file", ...), or "" when it is one.
