@@ -28,14 +28,9 @@ transformers = pytest.importorskip("transformers")
 regex = pytest.importorskip("regex")
 
 from examples.penguin_vl.config import load_files  # noqa: E402
-from examples.penguin_vl.make_tiny import (  # noqa: E402
-    MERGES_FILE,
-    QWEN2_SPLIT,
-    SHIPPED,
-    VOCAB_FILE,
-    corpus_lines,
-)
+from examples.penguin_vl.make_tiny import SHIPPED  # noqa: E402
 from examples.penguin_vl.processor import PenguinTokenizer, Turn, render_chat  # noqa: E402
+from examples.penguin_vl.tiny_tokenizer import MERGES_FILE, QWEN2_SPLIT, VOCAB_FILE, corpus_lines  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 
