@@ -31,7 +31,7 @@ import numpy as np
 
 from graphsurgeon.formats.model_bin import read_bin
 from graphsurgeon.formats.param_text import read_param_text
-from graphsurgeon.rewrite.weight_map_side import WrittenGraph, build_maps
+from graphsurgeon.pipeline.weight_map_side import WrittenGraph, build_maps
 
 WIDTH = 1024
 CHUNK = 1 << 20

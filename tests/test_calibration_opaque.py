@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from graphsurgeon.formats.param_text import read_param_text
-from graphsurgeon.rewrite.calibrate import calibrate_graph, export_inputs
+from graphsurgeon.pipeline.calibrate import calibrate_graph, export_inputs
 from graphsurgeon.rewrite.sections import Calibrate
 
 # q [2 heads, 3 rows, 8], k/v [2, 3, 8]: three rows fill no 4-, 8- or 16-wide panel, so padding exists.

@@ -24,8 +24,9 @@ RANK = {
     "synth": 4,
     "check": 4,
     "export": 4,
-    "rewrite": 5,
+    "rewrite": 5,  # the rule language and engine: no pnnx (export/), no ncnn (verify/)
     "verify": 5,
+    "pipeline": 6,  # gsurg apply's phases: the only package calling export/, verify/ and check/ together
     "testing": 6,  # test support calls check/ and formats/, never the command line
     "cli": 7,
 }
@@ -81,6 +82,23 @@ def test_lower_layers_never_import_higher_ones() -> None:
             other = _layer(module)
             if other is not None and other in RANK and RANK[other] > RANK[own]:
                 bad.append(f"{rel} ({own}) imports {module} ({other})")
+    assert bad == []
+
+
+#: Layers a layer must not import although their rank is lower: the rule engine and language run no pnnx
+#: and no ncnn (issue 15, item 1) — exporting and running nets is the apply pipeline's business.
+APART = {"rewrite": {"export", "verify", "pipeline"}}
+
+
+def test_the_rule_engine_imports_neither_export_nor_verify() -> None:
+    bad = []
+    for own, banned in APART.items():
+        for path in sorted((PACKAGE / own).rglob("*.py")):
+            bad += [
+                f"{path.relative_to(PACKAGE)} imports {module}"
+                for module in _imports(path)  # every import, those inside functions too
+                if _layer(module) in banned
+            ]
     assert bad == []
 
 

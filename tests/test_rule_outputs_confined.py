@@ -14,7 +14,7 @@ import pytest
 
 from graphsurgeon.cli import main
 from graphsurgeon.errors import OutputError
-from graphsurgeon.rewrite.output_guard import OutputGuard, input_identities
+from graphsurgeon.pipeline.output_guard import OutputGuard, input_identities
 from tests.rule_language_harness import CHAIN, err_line, write
 
 HEAD = "version: 1\nname: t\ngraphs:\n  main: {}\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from graphsurgeon.cli import main
-from graphsurgeon.rewrite import template_sandbox
+from graphsurgeon.pipeline import template_sandbox
 from tests.rule_language_harness import CHAIN, err_line, write
 
 

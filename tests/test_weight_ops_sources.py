@@ -20,7 +20,7 @@ import pytest
 from safetensors import safe_open
 
 import graphsurgeon.formats.safetensors as st
-import graphsurgeon.rewrite.write_outputs as apply_mod
+import graphsurgeon.pipeline.write_outputs as apply_mod
 from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
 from tests.safetensors_files import bf16_bytes, write_safetensors
 from tests.weight_ops_harness import (

@@ -1,6 +1,6 @@
 """Reads the YAML weight map ``diff-bin --map`` takes: which checkpoint tensor each ncnn weight must equal.
 
-``rewrite.weight_map_side`` writes such maps beside the models ``apply`` converts; a hand-written one reads
+``pipeline.weight_map_side`` writes such maps beside the models ``apply`` converts; a hand-written one reads
 the same way.
 
 A map pairs ncnn weights with checkpoint tensors, one entry a line::

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from graphsurgeon.pipeline.apply import explain_rule, parse_sets, run_apply, summary, table
 from graphsurgeon.progress import Progress
-from graphsurgeon.rewrite.apply import explain_rule, parse_sets, run_apply, summary, table
 from graphsurgeon.rewrite.loader import json_schema as rules_json_schema
 
 

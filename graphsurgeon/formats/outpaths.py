@@ -1,5 +1,7 @@
 """Where an output may go, and error lines that name it.
 
+- ``check_output_name``: a rule file's output name is a relative path that stays inside the output folder
+  (no ``..``, not absolute, no NUL, not empty); checked when the file loads, so the error names its line.
 - ``ensure_folder``: ``mkdir -p`` the folder an output goes into. When a part of that path is a file (or
   anything but a folder) the error names that part and what it is, instead of ``mkdir``'s bare
   ``File exists`` / ``Not a directory`` about some other path.
@@ -16,9 +18,29 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import PurePosixPath
 
 from graphsurgeon.errors import OutputError
 from graphsurgeon.input_files import kind_of
+
+
+def check_output_name(name: str) -> str:
+    """``name`` itself when it is a relative path that stays inside the output folder; else ValueError
+    saying why (pydantic turns it into a ``file:line`` error)."""
+    if not name:
+        raise ValueError("an output path is empty")
+    if "\0" in name:
+        raise ValueError(f"the output path {name!r} holds a NUL character")
+    pure = PurePosixPath(name.replace("\\", "/"))
+    if pure.is_absolute() or name.startswith("~"):
+        raise ValueError(
+            f"the output path {name!r} is absolute; outputs are paths inside the output folder (--out)"
+        )
+    if ".." in pure.parts:
+        raise ValueError(f"the output path {name!r} leaves the output folder (..); outputs stay inside --out")
+    if not pure.parts or pure.parts == (".",):
+        raise ValueError(f"the output path {name!r} names the output folder itself, not a file")
+    return name
 
 
 def kind(path: str) -> str:

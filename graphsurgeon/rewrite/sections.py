@@ -9,12 +9,12 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, model_validator
 
-from graphsurgeon.rewrite.output_guard import check_output_name
+from graphsurgeon.formats.outpaths import check_output_name
 from graphsurgeon.rewrite.rule_values import StorageName
 from graphsurgeon.rewrite.select import Selector
 from graphsurgeon.rewrite.strict import StrictModel
 
-#: A path inside the output folder: relative, without ``..`` (``rewrite.output_guard``).
+#: A path inside the output folder: relative, without ``..`` (``pipeline.output_guard``).
 OutputName = Annotated[str, AfterValidator(check_output_name)]
 
 

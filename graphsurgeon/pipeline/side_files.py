@@ -31,13 +31,13 @@ from graphsurgeon.errors import GsurgError, one_line
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_output, atomic_write_bytes
 from graphsurgeon.formats.model_bin import WeightRecord
 from graphsurgeon.formats.outpaths import kind
+from graphsurgeon.pipeline.output_guard import OutputGuard
+from graphsurgeon.pipeline.template_sandbox import TemplateLimit
+from graphsurgeon.pipeline.template_sandbox import environment as sandbox_environment
+from graphsurgeon.pipeline.template_sandbox import render as render_template
+from graphsurgeon.pipeline.weight_map_side import WeightMap, WrittenGraph, build_maps, render
 from graphsurgeon.resources import resource_dir
-from graphsurgeon.rewrite.output_guard import OutputGuard
 from graphsurgeon.rewrite.sections import SideFile
-from graphsurgeon.rewrite.template_sandbox import TemplateLimit
-from graphsurgeon.rewrite.template_sandbox import environment as sandbox_environment
-from graphsurgeon.rewrite.template_sandbox import render as render_template
-from graphsurgeon.rewrite.weight_map_side import WeightMap, WrittenGraph, build_maps, render
 
 COPY_CHUNK = 8 << 20
 #: The largest indent the ``json`` filter takes.

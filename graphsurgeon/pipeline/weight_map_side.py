@@ -25,7 +25,7 @@ from graphsurgeon.formats.model_bin import WeightRecord
 from graphsurgeon.formats.safetensors import CHECKPOINT_SUFFIXES
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.weights import Storage
-from graphsurgeon.rewrite.weight_pairing import Pairing, WeightMatcher
+from graphsurgeon.pipeline.weight_pairing import Pairing, WeightMatcher
 
 #: (atol, rtol) within which diff-bin must find a record stored this way equal to its tensor: the largest
 #: rounding error of the storage (round to nearest even), normal and subnormal ranges.

@@ -19,18 +19,18 @@ from graphsurgeon.formats.outpaths import ensure_folder
 from graphsurgeon.formats.param_any import is_param_bin, read_param
 from graphsurgeon.formats.recovery import recover_folder, warn_pending
 from graphsurgeon.ir.graph import Graph
+from graphsurgeon.pipeline.calibrate import CalibrationError, calibrate_graph, export_inputs
+from graphsurgeon.pipeline.output_guard import OutputGuard, input_identities
+from graphsurgeon.pipeline.prepare import Prepared, prepare
+from graphsurgeon.pipeline.storage_policy import apply_storage_policy
+from graphsurgeon.pipeline.write_outputs import GraphRun, planned_outputs, write_runs
 from graphsurgeon.progress import Progress
-from graphsurgeon.rewrite.calibrate import CalibrationError, calibrate_graph, export_inputs
 from graphsurgeon.rewrite.driver import apply_graph
 from graphsurgeon.rewrite.interface import check_interface
-from graphsurgeon.rewrite.output_guard import OutputGuard, input_identities
 from graphsurgeon.rewrite.pattern import compile_pattern, explain_pattern
-from graphsurgeon.rewrite.prepare import Prepared, prepare
 from graphsurgeon.rewrite.rulefile import GraphSpec, PatternSpec, Rule
 from graphsurgeon.rewrite.sections import Interface, ModelInput
 from graphsurgeon.rewrite.select import explain
-from graphsurgeon.rewrite.storage_policy import apply_storage_policy
-from graphsurgeon.rewrite.write_outputs import GraphRun, planned_outputs, write_runs
 
 
 def parse_sets(values: list[str]) -> dict[str, str]:

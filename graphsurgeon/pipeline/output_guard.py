@@ -5,9 +5,9 @@ There is no way around either rule, on purpose: an output path in a rule file is
 folder, so a rule file cannot write anywhere the user did not name with ``--out`` (or ``outputs.dir``); to
 write somewhere else, the user chooses another ``--out``.
 
-* ``check_output_name`` is what a rule file's output names (``side_files[].output``, ``graphs.*.output``)
-  are held to when the file loads: relative, no ``..`` part, no NUL, not empty — so a bad name fails with
-  the file and line that wrote it.
+* ``formats.outpaths.check_output_name`` is what a rule file's output names (``side_files[].output``,
+  ``graphs.*.output``) are held to when the file loads: relative, no ``..`` part, no NUL, not empty — so a
+  bad name fails with the file and line that wrote it; the guard holds a weight map's names to it again.
 * ``input_identities`` collects the files a run reads (the rule file and its includes, templates, copy
   sources, the models, checkpoint files and folders) as ``(device, inode)`` pairs, so a hard link or a
   symbolic link to an input is recognised as well as the input's own path.
@@ -21,34 +21,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from graphsurgeon.errors import OutputError
+from graphsurgeon.formats.outpaths import check_output_name
 
 #: How many files of an input folder (a checkpoint folder) are collected; beyond it the walk stops and the
 #: folder as a whole is protected (no output may lie inside it).
 MAX_FOLDER_FILES = 20_000
 
 Identity = tuple[int, int]
-
-
-def check_output_name(name: str) -> str:
-    """``name`` itself when it is a relative path that stays inside the output folder; else ValueError
-    saying why (pydantic turns it into a ``file:line`` error)."""
-    if not name:
-        raise ValueError("an output path is empty")
-    if "\0" in name:
-        raise ValueError(f"the output path {name!r} holds a NUL character")
-    pure = PurePosixPath(name.replace("\\", "/"))
-    if pure.is_absolute() or name.startswith("~"):
-        raise ValueError(
-            f"the output path {name!r} is absolute; outputs are paths inside the output folder (--out)"
-        )
-    if ".." in pure.parts:
-        raise ValueError(f"the output path {name!r} leaves the output folder (..); outputs stay inside --out")
-    if not pure.parts or pure.parts == (".",):
-        raise ValueError(f"the output path {name!r} names the output folder itself, not a file")
-    return name
 
 
 class InputSet:

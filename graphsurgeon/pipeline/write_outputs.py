@@ -14,13 +14,13 @@ from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import WeightRecord, write_bin
 from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.ir.graph import Graph
+from graphsurgeon.pipeline.calibrate import CalibrationReport
+from graphsurgeon.pipeline.output_guard import OutputGuard
+from graphsurgeon.pipeline.side_files import GraphResult, write_side_files
+from graphsurgeon.pipeline.weight_map_side import WeightMap, WrittenGraph
 from graphsurgeon.progress import Progress
-from graphsurgeon.rewrite.calibrate import CalibrationReport
 from graphsurgeon.rewrite.driver import ApplyReport
-from graphsurgeon.rewrite.output_guard import OutputGuard
 from graphsurgeon.rewrite.rulefile import RuleFile
-from graphsurgeon.rewrite.side_files import GraphResult, write_side_files
-from graphsurgeon.rewrite.weight_map_side import WeightMap, WrittenGraph
 
 
 @dataclass
