@@ -100,3 +100,34 @@ def test_explain_checks_the_interface_as_apply_does(
     assert "removed interface blob(s) ['out']" in applied
     assert main(["apply", str(rules), str(model), "--explain", "later"]) == 1
     assert capsys.readouterr().err == applied
+
+
+def test_a_pattern_is_parsed_once_when_the_rule_file_is_validated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validation parses a pattern; the driver and --explain use that parse (issue 15, item 3)."""
+    from graphsurgeon.formats.param_text import parse_param_text
+    from graphsurgeon.rewrite import pattern as pattern_module
+    from graphsurgeon.rewrite.driver import apply_graph, candidates
+
+    calls: list[str] = []
+    real = pattern_module.compile_pattern
+
+    def counting(text: str, *args: object, **kwargs: object) -> pattern_module.Pattern:
+        calls.append(text)
+        return real(text, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pattern_module, "compile_pattern", counting)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        RULES_HEAD + "    rules:\n      - name: relu\n        match: {pattern: 'ReLU %r 1 1 * *'}\n"
+        "        expect: {count: 2}\n",
+    )
+    rf = load_rule_file(str(rules))
+    assert len(calls) == 1
+    graph = parse_param_text("7767517\n3 3\nInput in 0 1 x\nReLU a 1 1 x y\nReLU b 1 1 y z\n")
+    rule = rf.graphs["main"].rules[0]
+    assert [c.layer_name for c in candidates(graph, rule) if c.matched] == ["a", "b"]  # type: ignore[arg-type]
+    assert [o.matches for o in apply_graph(graph, rf.graphs["main"]).outcomes] == [2]
+    assert len(calls) == 1

@@ -37,6 +37,26 @@ class DiffUsageError(GsurgError):
     """Bad ``diff-bin`` arguments (exit 2)."""
 
 
+class DiffOptionError(DiffUsageError):
+    """A bad option of ``diff_bins``. The message names options as ``{name}`` fields of ``template``: as
+    text it names the parameters (``atol``, ``map_path``); the command line spells them as its flags
+    (``spelled``), so this module knows no flag."""
+
+    def __init__(self, template: str, **values: object) -> None:
+        self.template = template
+        self.values = values
+        names = {n: n for n in _OPTIONS}
+        super().__init__(template.format(**names, **values))
+
+    def spelled(self, flags: dict[str, str]) -> str:
+        """The message with each option written as ``flags`` spells it."""
+        return self.template.format(**{n: flags.get(n, n) for n in _OPTIONS}, **self.values)
+
+
+#: The options of ``diff_bins`` an error may name.
+_OPTIONS = ("atol", "rtol", "map_path", "param_a", "param_b")
+
+
 # ---- sides --------------------------------------------------------------------------------------------
 
 
@@ -130,14 +150,14 @@ def diff_bins(
     share the arithmetic of chunks that differ."""
     for name, value in (("atol", atol), ("rtol", rtol)):
         if not (math.isfinite(value) and value >= 0):
-            raise DiffUsageError(f"--{name} must be a finite number >= 0, not {value}")
+            raise DiffOptionError(f"{{{name}}} must be a finite number >= 0, not {{value}}", value=value)
     ckpt_a, ckpt_b = is_checkpoint(a), is_checkpoint(b)
     if ckpt_a and ckpt_b:
         raise DiffUsageError("at most one side may be a safetensors checkpoint")
     if (ckpt_a or ckpt_b) != (map_path is not None):
-        raise DiffUsageError("a safetensors side needs --map MAP, and --map needs a safetensors side")
+        raise DiffOptionError("a safetensors side needs {map_path}, and {map_path} needs a safetensors side")
     if (ckpt_a and param_a) or (ckpt_b and param_b):
-        raise DiffUsageError("--param-a/--param-b name the .param of a .bin side, not of a checkpoint")
+        raise DiffOptionError("{param_a}/{param_b} name the .param of a .bin side, not of a checkpoint")
     for path in (p for p, ckpt in ((a, ckpt_a), (b, ckpt_b)) if ckpt):
         if not os.path.exists(path):
             raise DiffUsageError(f"{path}: no such file")
@@ -232,8 +252,10 @@ def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool
     bin_path, ckpt_path = (report.b, report.a) if ckpt_is_a else (report.a, report.b)
     param = report.param_b if ckpt_is_a else report.param_a
     if param is None:
-        flag = "--param-b" if ckpt_is_a else "--param-a"
-        raise DiffUsageError(f"{bin_path}: no .param beside it; pairing with a checkpoint needs one ({flag})")
+        option = "{param_b}" if ckpt_is_a else "{param_a}"
+        raise DiffOptionError(
+            "{bin}: no .param beside it; pairing with a checkpoint needs one (" + option + ")", bin=bin_path
+        )
     records = _walk(param, bin_path, report.warnings)
     ckpt = Checkpoint(ckpt_path)
     unpaired_bin, unpaired_ckpt = (

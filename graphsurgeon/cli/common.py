@@ -1,9 +1,12 @@
-"""What the ``gsurg`` commands share: the usage error, output checks, reader warnings, record JSON."""
+"""What the ``gsurg`` commands share: the usage error, the report options, output checks, reader warnings,
+record JSON."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from collections.abc import Sequence
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.atomic import prepare_output
@@ -13,6 +16,32 @@ from graphsurgeon.ir.graph import Graph
 
 class UsageError(GsurgError):
     """Bad command-line use (exit 2)."""
+
+
+def add_report_options(
+    parser: argparse.ArgumentParser,
+    *,
+    formats: Sequence[str] = ("text", "json"),
+    format_help: str = "report format",
+) -> None:
+    """The one ``report`` option group every reporting command has: ``--format`` (``text`` first, the
+    default) and ``-q/--quiet`` (print nothing on success; the exit code and stderr still tell)."""
+    group = parser.add_argument_group("report")
+    choices = list(formats)
+    group.add_argument(
+        "--format", choices=choices, default=choices[0], help=f"{format_help} (default {choices[0]})"
+    )
+    group.add_argument(
+        "-q", "--quiet", action="store_true", help="print no report; the exit code and stderr still tell"
+    )
+
+
+def report_text(args: argparse.Namespace, text: str, data: str) -> None:
+    """Print a command's report as ``--format`` and ``-q`` ask: ``data`` (JSON text) for json, ``text``
+    otherwise, nothing with ``-q``."""
+    if args.quiet:
+        return
+    print(data if args.format == "json" else text)
 
 
 def same_file(a: str, b: str) -> bool:

@@ -7,10 +7,20 @@ import json
 import sys
 from typing import Any
 
-from graphsurgeon.check.diff_bin import DiffUsageError, diff_bins
+from graphsurgeon.check.diff_bin import DiffOptionError, diff_bins
 from graphsurgeon.check.diff_report import render_md, render_text
 from graphsurgeon.check.diff_stats import CHUNK_ELEMS, MAX_CHUNK_ELEMS
+from graphsurgeon.cli.common import UsageError, add_report_options
 from graphsurgeon.formats.recovery import warn_pending
+
+#: How the command line spells the options ``diff_bins`` errors name.
+FLAGS = {
+    "atol": "--atol",
+    "rtol": "--rtol",
+    "map_path": "--map",
+    "param_a": "--param-a",
+    "param_b": "--param-b",
+}
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +33,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         "--rtol", type=float, default=1e-5, help="relative tolerance, times |b| (default 1e-5)"
     )
     parser.add_argument("--map", help="YAML map `layer.slot: tensor` (needed with a checkpoint side)")
-    parser.add_argument("--format", choices=["text", "json", "md"], default="text", help="report format")
+    add_report_options(parser, formats=("text", "json", "md"))
     parser.add_argument(
         "--fail-on-diff",
         action="store_true",
@@ -48,20 +58,25 @@ def register(subparsers: Any) -> None:
 def cmd_diff_bin(args: argparse.Namespace) -> int:
     warn_pending(args.a, args.b, args.param_a, args.param_b)  # it only reads: a pending commit is a warning
     if not 1 <= args.chunk <= MAX_CHUNK_ELEMS:
-        raise DiffUsageError(f"--chunk must be in 1..{MAX_CHUNK_ELEMS}")
-    report = diff_bins(
-        args.a,
-        args.b,
-        param_a=args.param_a,
-        param_b=args.param_b,
-        atol=args.atol,
-        rtol=args.rtol,
-        map_path=args.map,
-        chunk=args.chunk,
-    )
+        raise UsageError(f"--chunk must be in 1..{MAX_CHUNK_ELEMS}")
+    try:
+        report = diff_bins(
+            args.a,
+            args.b,
+            param_a=args.param_a,
+            param_b=args.param_b,
+            atol=args.atol,
+            rtol=args.rtol,
+            map_path=args.map,
+            chunk=args.chunk,
+        )
+    except DiffOptionError as err:
+        raise UsageError(err.spelled(FLAGS)) from None
     for warning in report.warnings:
         print(f"gsurg: warning: {warning}", file=sys.stderr)
-    if args.format == "json":
+    if args.quiet:
+        pass
+    elif args.format == "json":
         print(json.dumps(report.to_json(), indent=2))
     elif args.format == "md":
         sys.stdout.write(render_md(report))

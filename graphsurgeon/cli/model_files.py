@@ -9,7 +9,16 @@ from typing import Any
 
 from graphsurgeon.check.context import LintOptions
 from graphsurgeon.check.lint import run_lint
-from graphsurgeon.cli.common import UsageError, names, prepare_outputs, record_json, same_file, warn
+from graphsurgeon.cli.common import (
+    UsageError,
+    add_report_options,
+    names,
+    prepare_outputs,
+    record_json,
+    report_text,
+    same_file,
+    warn,
+)
 from graphsurgeon.formats.atomic import AtomicGroup
 from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import WeightRecord, read_bin, write_bin
@@ -54,11 +63,9 @@ def cmd_fmt(args: argparse.Namespace) -> int:
         "weights": [record_json(r) for r in records] if args.bin else None,
         "out_bin": args.out_bin,
     }
-    if args.format == "json":
-        print(json.dumps(summary, indent=2))
-    elif not args.quiet:
-        extra = f", {len(records)} weights" if args.bin else ""
-        print(f"wrote {args.output} ({len(graph.layers)} layers, {len(graph.blobs)} blobs{extra})")
+    extra = f", {len(records)} weights" if args.bin else ""
+    text = f"wrote {args.output} ({len(graph.layers)} layers, {len(graph.blobs)} blobs{extra})"
+    report_text(args, text, json.dumps(summary, indent=2))
     return 0
 
 
@@ -69,15 +76,9 @@ def cmd_synth_bin(args: argparse.Namespace) -> int:
     warn(graph)
     n = synthesize_weights(graph, seed=args.seed, storage=Storage(args.storage))
     records = write_bin(graph, args.output)
-    if args.format == "json":
-        print(
-            json.dumps(
-                {"output": args.output, "seed": args.seed, "weights": [record_json(r) for r in records]}
-            )
-        )
-    elif not args.quiet:
-        size = records[-1].offset + records[-1].nbytes if records else 0
-        print(f"wrote {args.output} ({n} weights, {size} bytes, seed {args.seed})")
+    size = records[-1].offset + records[-1].nbytes if records else 0
+    data = {"output": args.output, "seed": args.seed, "weights": [record_json(r) for r in records]}
+    report_text(args, f"wrote {args.output} ({n} weights, {size} bytes, seed {args.seed})", json.dumps(data))
     return 0
 
 
@@ -88,7 +89,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         report = run_lint(args.input, options, custom=args.custom or [])
     except OSError as err:
         raise UsageError(f"{args.input}: cannot read: {err.strerror}") from None
-    print(report.to_json() if args.format == "json" else report.to_text())
+    report_text(args, report.to_text(), report.to_json())
     return report.exit_code
 
 
@@ -104,13 +105,10 @@ def register(sub: Any) -> None:
     fmt.add_argument("--bin", help="input .bin to walk and re-emit")
     fmt.add_argument("--out-bin", help="output .bin (with --bin)")
     fmt.add_argument("--to", choices=["auto", "text", "bin"], default="auto", help="output param form")
-    fmt.add_argument(
-        "--format",
-        choices=["text", "json"],
-        default="text",
-        help="report format (json lists every weight's layer, slot, offset, tag, storage, shape and size)",
+    add_report_options(
+        fmt,
+        format_help="report format (json: every weight's layer, slot, offset, tag, storage, shape, size)",
     )
-    fmt.add_argument("-q", "--quiet", action="store_true")
     fmt.set_defaults(func=cmd_fmt)
 
     lint = sub.add_parser(
@@ -130,7 +128,7 @@ def register(sub: Any) -> None:
         metavar="TYPE[:SLOT=LOAD(EXPR),...]",
         help="declare a custom layer type and its weight loads (LOAD tagged|raw, EXPR over p0..p29)",
     )
-    lint.add_argument("--format", choices=["text", "json"], default="text")
+    add_report_options(lint)
     lint.set_defaults(func=cmd_lint)
 
     synth = sub.add_parser(
@@ -145,6 +143,5 @@ def register(sub: Any) -> None:
     synth.add_argument(
         "--storage", choices=["fp32", "fp16", "bf16"], default="fp32", help="tagged-slot storage"
     )
-    synth.add_argument("--format", choices=["text", "json"], default="text", help="report format")
-    synth.add_argument("-q", "--quiet", action="store_true")
+    add_report_options(synth)
     synth.set_defaults(func=cmd_synth_bin)

@@ -6,7 +6,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from graphsurgeon.pipeline.apply import explain_rule, parse_sets, run_apply, summary, table
+from graphsurgeon.cli.apply_text import (
+    explanation_json,
+    explanation_text,
+    parse_sets,
+    runs_json,
+    summary,
+    table,
+)
+from graphsurgeon.cli.common import add_report_options, report_text
+from graphsurgeon.pipeline.apply import explain_rule, run_apply
 from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.loader import json_schema as rules_json_schema
 
@@ -20,16 +29,16 @@ def cmd_apply(args: argparse.Namespace) -> int:
         """Before an export source runs: a line of --dry-run's output (printed before the code runs), a
         progress line otherwise (stderr, on a terminal or with -v), so error output stays one line."""
         notes.append(message)
-        if args.dry_run:
+        if args.dry_run and args.format == "text" and not args.quiet:
             print(f"note: {message}", flush=True)
         else:
             progress(f"note: {message}")
 
     if args.explain:
-        text = explain_rule(
+        found = explain_rule(
             args.rules, args.explain, args.input, args.bin, sets, strict=args.strict, notice=progress
         )
-        print(text)
+        report_text(args, explanation_text(found), explanation_json(found))
         return 0
 
     runs = run_apply(
@@ -44,15 +53,14 @@ def cmd_apply(args: argparse.Namespace) -> int:
         progress=progress,
         notice=notice,
     )
-    print(summary(runs))
-    if not args.dry_run:
-        print(table(runs))
     folder = next((run.folder for run in runs if run.folder is not None), args.out)
+    lines = [summary(runs)]
     if args.dry_run:
         ran = "its source: Python code ran" if notes else "no code ran"
-        print(f"dry run: nothing written; {ran}")
+        lines.append(f"dry run: nothing written; {ran}")
     else:
-        print(f"wrote {folder}")
+        lines += [table(runs), f"wrote {folder}"]
+    report_text(args, "\n".join(lines), runs_json(runs, folder, dry_run=args.dry_run, notes=notes))
     return 0
 
 
@@ -69,7 +77,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         progress=progress,
     )
     report = run_verify(Path(args.folder), options)
-    print(report.to_json() if args.format == "json" else report.to_text())
+    report_text(args, report.to_text(), report.to_json())
     return report.exit_code
 
 
@@ -102,6 +110,7 @@ def register(sub: Any) -> None:
         "--keep-work", action="store_true", help="keep the work folder of pnnx exports (removed by default)"
     )
     apply.add_argument("-v", "--verbose", action="store_true", help="report each step on stderr")
+    add_report_options(apply)
     apply.set_defaults(func=cmd_apply)
 
     verify = sub.add_parser(
@@ -118,7 +127,7 @@ def register(sub: Any) -> None:
     verify.add_argument("--prompt", action="append", help="a prompt (repeat for several)")
     verify.add_argument("--tokens", type=int, default=32, help="greedy tokens per case (default 32)")
     verify.add_argument("--threads", type=int, default=1)
-    verify.add_argument("--format", choices=["text", "json"], default="text")
+    add_report_options(verify)
     verify.add_argument("-v", "--verbose", action="store_true", help="report each step on stderr")
     verify.set_defaults(func=cmd_verify)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,22 +26,10 @@ from graphsurgeon.pipeline.prepare import Prepared, prepare
 from graphsurgeon.pipeline.storage_policy import apply_storage_policy
 from graphsurgeon.pipeline.write_outputs import GraphRun, planned_outputs, write_runs
 from graphsurgeon.progress import Progress
-from graphsurgeon.rewrite.driver import apply_graph
+from graphsurgeon.rewrite.driver import Candidate, apply_graph, candidates
 from graphsurgeon.rewrite.interface import check_interface
-from graphsurgeon.rewrite.pattern import compile_pattern, explain_pattern
-from graphsurgeon.rewrite.rulefile import GraphSpec, PatternSpec, Rule
+from graphsurgeon.rewrite.rulefile import GraphSpec, Rule
 from graphsurgeon.rewrite.sections import Interface, ModelInput
-from graphsurgeon.rewrite.select import explain
-
-
-def parse_sets(values: list[str]) -> dict[str, str]:
-    out = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise GsurgError(f"--set {item!r}: write key=value")
-        out[key] = value
-    return out
 
 
 def _load(source: ModelInput) -> Graph:
@@ -135,17 +124,59 @@ def _run(
     folder = out_dir or rf.outputs.dir
     if not dry_run and folder is not None:  # finish interrupted runs first: an input may be kept there
         recover_folder(folder)
+    runs, _ = _run_graphs(prepared, strict=strict, progress=progress)
+    prepared.release_sources()
+    if dry_run:
+        return runs
+    if folder is None:
+        raise GsurgError("no output folder: give --out DIR (or outputs.dir in the rule file)")
+    guard = OutputGuard(Path(folder), input_identities(prepared.read_paths()))
+    for name in planned_outputs(rf, runs):  # refused before anything is written
+        guard.target(name)
+    ensure_folder(folder, folder)
+    if progress is not None:
+        progress(f"writing {len(runs)} graph(s) to {folder}")
+    write_runs(rf, rule_path, runs, guard, progress)
+    return runs
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What ``--explain RULE`` found: the graph the rule belongs to, its expected count, and every candidate
+    layer's verdict on the graph as the rule would see it."""
+
+    rule: str
+    graph: str
+    expected: str
+    candidates: list[Candidate]
+
+
+def _run_graphs(
+    prepared: Prepared, *, strict: bool, progress: Progress | None, explain: str | None = None
+) -> tuple[list[GraphRun], Explanation | None]:
+    """Every graph in order, as apply runs it: input, rules, interface, calibration, storage policy. With
+    ``explain``, stop in the graph holding that rule just before it runs and explain it there."""
+    rf = prepared.rules
     runs: dict[str, GraphRun] = {}
     for name, spec in rf.graphs.items():
         if progress is not None:
             progress(f"graph {name}: {len(spec.rules)} rule(s)")
         run = _start(prepared, name, spec, runs)
+        target = next((r for r in spec.rules if isinstance(r, Rule) and r.name == explain), None)
         cal = spec.storage.calibrate if spec.storage is not None else None
-        calibrating = cal is not None and cal.when
+        calibrating = cal is not None and cal.when and target is None
         exported = export_inputs(run.graph) if calibrating else {}
         run.report = apply_graph(
-            run.graph, spec, strict=strict, checkpoints=prepared.checkpoints, variables=dict(rf.vars)
+            run.graph,
+            spec,
+            strict=strict,
+            checkpoints=prepared.checkpoints,
+            variables=dict(rf.vars),
+            stop_before=None if target is None else target.name,
         )
+        if target is not None:
+            found = candidates(run.graph, target)
+            return list(runs.values()), Explanation(target.name, name, target.expect.describe(), found)
         if isinstance(spec.interface, Interface):
             run.interface = check_interface(run.graph, spec.interface, f"graph {name}")
         if spec.storage is not None:
@@ -165,19 +196,7 @@ def _run(
                 "the rule file's inputs, or output.bin)"
             )
         runs[name] = run
-    prepared.release_sources()
-    if dry_run:
-        return list(runs.values())
-    if folder is None:
-        raise GsurgError("no output folder: give --out DIR (or outputs.dir in the rule file)")
-    guard = OutputGuard(Path(folder), input_identities(prepared.read_paths()))
-    for name in planned_outputs(rf, list(runs.values())):  # refused before anything is written
-        guard.target(name)
-    ensure_folder(folder, folder)
-    if progress is not None:
-        progress(f"writing {len(runs)} graph(s) to {folder}")
-    write_runs(rf, rule_path, list(runs.values()), guard, progress)
-    return list(runs.values())
+    return list(runs.values()), None
 
 
 def _calibration_samples(
@@ -201,96 +220,16 @@ def explain_rule(
     sets: dict[str, str],
     *,
     strict: bool = False,
+    progress: Progress | None = None,
     notice: Callable[[str], None] | None = None,
-) -> str:
-    """Run the rules before ``rule_name`` exactly as ``apply`` would (interface and ``--strict`` checks
-    included), then list every candidate layer's verdict for it."""
-    prepared = prepare(rule_path, param, bin_path, sets, work_parent=None, notice=notice)
+) -> Explanation:
+    """Run everything before ``rule_name`` exactly as ``apply`` would (the same loop: earlier graphs whole,
+    interface, storage and ``--strict`` checks included), then judge every candidate layer for it."""
+    prepared = prepare(rule_path, param, bin_path, sets, work_parent=None, progress=progress, notice=notice)
     try:
-        rf = prepared.rules
-        done: dict[str, GraphRun] = {}
-        for gname, spec in rf.graphs.items():
-            rule = next((r for r in spec.rules if isinstance(r, Rule) and r.name == rule_name), None)
-            run = _start(prepared, gname, spec, done)
-            variables = dict(rf.vars)
-            if rule is None:
-                run.report = apply_graph(
-                    run.graph, spec, strict=strict, checkpoints=prepared.checkpoints, variables=variables
-                )
-                done[gname] = run
-                continue
-            graph = run.graph
-            apply_graph(
-                graph,
-                spec,
-                strict=strict,
-                checkpoints=prepared.checkpoints,
-                variables=variables,
-                stop_before=rule_name,
-            )
-            lines = [f"rule {rule_name} on graph {gname} ({rule.expect.describe()} expected):"]
-            if isinstance(rule.match, PatternSpec):
-                pattern = compile_pattern(rule.match.pattern, rule.match.where, path=f"rule {rule_name}")
-                for layer, verdict in explain_pattern(graph, pattern):
-                    mark = "MATCH" if verdict.startswith("matched") else "no   "
-                    lines.append(f"  {mark} {layer.type} {layer.name}: {verdict}")
-            else:
-                for v in explain(graph, rule.match):
-                    mark = "MATCH" if v.matched else "no   "
-                    lines.append(f"  {mark} {v.layer.type} {v.layer.name}: {v.reason}")
-            return "\n".join(lines)
-        raise GsurgError(f"{rule_path}: no rule named {rule_name!r}")
+        _, found = _run_graphs(prepared, strict=strict, progress=progress, explain=rule_name)
     finally:
         prepared.close()
-
-
-def table(runs: list[GraphRun]) -> str:
-    """The sub-models written: layers, weights, bytes and how the weights are stored."""
-    rows = [("graph", "file", "layers", "weights", "bytes", "storage")]
-    for run in runs:
-        storages = sorted({r.storage.value for r in run.records})
-        size = run.bytes_after if run.bytes_after is not None else 0
-        rows.append(
-            (
-                run.name,
-                run.param_name,
-                str(len(run.graph.layers)),
-                str(len(run.records)),
-                f"{size:,}",
-                "+".join(storages) or "-",
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    right = {2, 3, 4}
-    return "\n".join(
-        "  ".join(
-            cell.rjust(w) if i in right else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in rows
-    )
-
-
-def summary(runs: list[GraphRun]) -> str:
-    lines = []
-    for run in runs:
-        lines.append(f"graph {run.name} ({run.source}):")
-        for o in run.report.outcomes:
-            if o.skipped:
-                lines.append(f"  rule {o.rule}: skipped (its `when` is false)")
-            else:
-                lines.append(f"  rule {o.rule}: {o.matches} match(es) in {o.iterations} iteration(s)")
-        before, after = run.report.types_before, run.report.types_after
-        for t in sorted(set(before) | set(after)):
-            if before[t] != after[t]:
-                lines.append(f"  {t}: {before[t]} -> {after[t]} layers")
-        if run.calibration is not None:
-            lines.append(f"  {run.calibration.summary()}")
-        if run.storage_changes:
-            lines.append(f"  storage policy re-stored {len(run.storage_changes)} weight(s)")
-        lines.extend(f"  {m.summary()}" for m in run.weight_maps)
-        if run.bytes_before is not None or run.bytes_after is not None:
-            before_text = "none" if run.bytes_before is None else f"{run.bytes_before}"
-            after_text = "not written" if run.bytes_after is None else f"{run.bytes_after}"
-            lines.append(f"  .bin bytes: {before_text} -> {after_text}")
-    return "\n".join(lines)
+    if found is None:
+        raise GsurgError(f"{rule_path}: no rule named {rule_name!r}")
+    return found

@@ -21,10 +21,10 @@ from graphsurgeon.ir.passes import (
 )
 from graphsurgeon.rewrite.actions import ActionContext, ActionModel
 from graphsurgeon.rewrite.interface import declared_names
-from graphsurgeon.rewrite.pattern import Pattern, compile_pattern, find_pattern
+from graphsurgeon.rewrite.pattern import Pattern, explain_pattern, find_pattern
 from graphsurgeon.rewrite.pattern import best_partial as pattern_best_partial
 from graphsurgeon.rewrite.rulefile import GraphSpec, PassStep, PatternSpec, Rule, Selector
-from graphsurgeon.rewrite.select import best_partial, captures, find
+from graphsurgeon.rewrite.select import best_partial, captures, explain, find
 
 MAX_ITERATIONS = 100
 
@@ -110,10 +110,7 @@ def run_rule(
     they are applied (``{match}`` in per-match templates)."""
     spec = rule.match
     if isinstance(spec, PatternSpec):
-        try:
-            pattern = compile_pattern(spec.pattern, spec.where, path=f"rule {rule.name} pattern")
-        except GsurgError as err:
-            raise RuleFailed(str(err)) from None
+        pattern = spec.compiled
 
         def matches() -> list[_Match]:
             return _pattern_matches(graph, pattern)
@@ -195,6 +192,27 @@ def _apply_match(
         what = _act(graph, target, action, ctx, rule.name)
         report.provenance.setdefault(target.name, []).append(f"{rule.name}: {what}")
     report.held.extend(ctx.layers.values())
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One layer ``--explain RULE`` looked at, and what became of it."""
+
+    layer_type: str
+    layer_name: str
+    matched: bool
+    reason: str
+
+
+def candidates(graph: Graph, rule: Rule) -> list[Candidate]:
+    """Every layer the rule could start a match from on ``graph``, with its verdict: for a selector every
+    layer, for a pattern every layer of its first line's type."""
+    if isinstance(rule.match, PatternSpec):
+        return [
+            Candidate(layer.type, layer.name, verdict.startswith("matched"), verdict)
+            for layer, verdict in explain_pattern(graph, rule.match.compiled)
+        ]
+    return [Candidate(v.layer.type, v.layer.name, v.matched, v.reason) for v in explain(graph, rule.match)]
 
 
 def run_pass(graph: Graph, step: PassStep, interface: set[str]) -> RuleOutcome:

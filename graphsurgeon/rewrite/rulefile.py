@@ -10,9 +10,9 @@ what it does. Validation errors name the YAML file and line.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, PrivateAttr, Tag, model_validator
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.rewrite.actions import AnyAction
@@ -28,6 +28,9 @@ from graphsurgeon.rewrite.sections import (
     StoragePolicy,
 )
 from graphsurgeon.rewrite.select import Selector
+
+if TYPE_CHECKING:
+    from graphsurgeon.rewrite.pattern import Pattern
 from graphsurgeon.rewrite.strict import StrictModel
 from graphsurgeon.schema.expr import compile_expr
 
@@ -70,23 +73,30 @@ class Expect(StrictModel):
 
 class PatternSpec(StrictModel):
     """A subgraph written as ncnn param lines (no header): ``%x`` captures, ``*`` wildcards; ``where``
-    expressions over captured values must hold."""
+    expressions over captured values must hold. The lines are parsed once, when the rule file is validated;
+    the driver and ``--explain`` use that parse (``compiled``)."""
 
     pattern: str
     where: list[str] = Field(default_factory=list)
+    _compiled: Pattern | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _compiles(self) -> PatternSpec:
-        from graphsurgeon.rewrite.pattern_values import parse_pattern_lines  # the grammar, on first use
+        from graphsurgeon.rewrite.pattern import compile_pattern  # the grammar, on first use
 
         try:
-            if not parse_pattern_lines(self.pattern, path="pattern"):
-                raise ValueError("the pattern has no layer lines")
+            self._compiled = compile_pattern(self.pattern, self.where, path="pattern")
             for expr in self.where:
                 compile_expr(expr)
         except GsurgError as err:
             raise ValueError(str(err)) from None
         return self
+
+    @property
+    def compiled(self) -> Pattern:
+        """The parsed pattern."""
+        assert self._compiled is not None, "a PatternSpec is compiled when it is validated"
+        return self._compiled
 
 
 class Rule(StrictModel):
