@@ -4,6 +4,7 @@ and ``diff_bins`` errors that name its parameters, spelled as flags only by the 
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
@@ -21,16 +22,17 @@ SLOTS = REPO / "rules" / "matmul-weight-slots.yaml"
 REPORTING = ["fmt", "lint", "synth-bin", "diff-bin", "apply", "verify"]
 
 
-def _subparser(name: str) -> object:
+def _subparser(name: str) -> argparse.ArgumentParser:
     parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
-    return sub.choices[name]  # type: ignore[attr-defined]
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found: argparse.ArgumentParser = sub.choices[name]
+    return found
 
 
 @pytest.mark.parametrize("command", REPORTING)
 def test_every_reporting_command_has_the_one_report_group(command: str) -> None:
     parser = _subparser(command)
-    groups = {g.title: g for g in parser._action_groups}  # type: ignore[attr-defined]
+    groups = {g.title: g for g in parser._action_groups}
     assert "report" in groups, f"gsurg {command}: no report option group"
     flags = {s for a in groups["report"]._group_actions for s in a.option_strings}
     assert flags == {"--format", "-q", "--quiet"}
