@@ -216,3 +216,33 @@ def test_a_weight_map_output_names_each_graph(tmp_path: Path, capsys: pytest.Cap
     assert main(["apply", str(rules), str(MLP / "mlp.param"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("a weight_map output names one file per graph: put {graph} in it"), err
+
+
+def test_the_map_and_the_weight_actions_read_one_open_checkpoint(
+    tmp_path: Path, checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint named by ``checkpoints:`` (the weight actions') and by a ``weight_map`` is opened once
+    for the run, and closed at its end (issue 15, item 4)."""
+    from graphsurgeon.formats.safetensors import Checkpoint
+    from graphsurgeon.pipeline import checkpoint_pool
+
+    opened: list[str] = []
+    closed: list[str] = []
+
+    class Counted(Checkpoint):
+        def __init__(self, path: str) -> None:
+            opened.append(path)
+            super().__init__(path)
+
+        def close(self) -> None:
+            closed.append(self.path)
+            super().close()
+
+    monkeypatch.setattr(checkpoint_pool, "Checkpoint", Counted)
+    rules = _rules(tmp_path, "ckpt")
+    rules.write_text(rules.read_text() + "checkpoints: {ck: {path: ckpt/model.safetensors}}\n")
+    out = tmp_path / "out"
+    argv = ["apply", str(rules), str(MLP / "mlp.param"), "--bin", str(MLP / "mlp.bin"), "--out", str(out)]
+    assert main(argv) == 0
+    assert opened == [str(checkpoint)] and closed == opened
+    assert _diff(out, checkpoint) == 0

@@ -136,7 +136,7 @@ def _run(
     ensure_folder(folder, folder)
     if progress is not None:
         progress(f"writing {len(runs)} graph(s) to {folder}")
-    write_runs(rf, rule_path, runs, guard, progress)
+    write_runs(rf, rule_path, runs, guard, progress, prepared.pool)
     return runs
 
 

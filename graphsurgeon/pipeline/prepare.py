@@ -4,14 +4,14 @@ file finished (its graphs may read facts about those models), and its checkpoint
 
 The work folder belongs to the run: ``Prepared.close`` removes it, unless it is kept (``--keep-work``).
 
-For each exported input, ``Prepared.calibration`` holds how to get its calibration samples (the source's
-``ExportSpec.calibration``, or its example inputs), read only when a graph calibrates; ``release_sources``
-drops them, so whatever a source kept alive for them (a reference model) can be freed before writing.
+The export is one run of the worker (``export.worker``), one build of the source's models: it also saves
+the calibration samples (the source's ``ExportSpec.calibration``, or its example inputs) of every exported
+input a graph will calibrate on (``RuleProgram.calibrated_inputs``). ``Prepared.calibration`` loads them
+when a graph asks; ``release_sources`` forgets them before writing.
 """
 
 from __future__ import annotations
 
-import functools
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -23,7 +23,9 @@ import numpy as np
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.export.errors import ExportError
+from graphsurgeon.export.job import PlainValue
 from graphsurgeon.formats.safetensors import Checkpoint
+from graphsurgeon.pipeline.checkpoint_pool import CheckpointPool
 from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.loader import RuleProgram, code_notice, open_rule_file
 from graphsurgeon.rewrite.rulefile import RuleFile
@@ -62,6 +64,7 @@ class Prepared:
     calibration: dict[str, Samples] = field(default_factory=dict)  # input name -> its samples, on demand
     rule_files: list[str] = field(default_factory=list)  # the rule file and every file it includes
     path_vars: list[str] = field(default_factory=list)  # the values of its {path: …} variables
+    pool: CheckpointPool = field(default_factory=CheckpointPool)  # every checkpoint the run opens, once
 
     def read_paths(self) -> list[str]:
         """Every file or folder the run reads (none of them may be an output): the rule files, the models,
@@ -85,8 +88,10 @@ class Prepared:
         self.calibration.clear()
 
     def close(self) -> str | None:
-        """Remove the work folder unless it is kept (--keep-work); returns its path when it is kept."""
+        """Close the checkpoints; remove the work folder unless it is kept (--keep-work); returns its path
+        when it is kept."""
         self.release_sources()
+        self.pool.close()
         if self.work is None or not self.work.exists():
             return None
         if self.keep_work:
@@ -110,8 +115,7 @@ def prepare(
     ``notice`` is told (the source is Python code the rule file names; nothing else in a rule file runs
     code)."""
     program = open_rule_file(rule_path, sets, notice=notice)
-    header_inputs = program.header.get("inputs") or {}
-    inputs = {name: ModelInput.model_validate(entry) for name, entry in header_inputs.items()}
+    inputs = dict(program.sections.inputs)
     if param is not None:
         inputs["model"] = ModelInput(param=param, bin=bin_path)
         program.provide_model("model", param)
@@ -120,14 +124,16 @@ def prepare(
     wanted = {name: entry.export for name, entry in inputs.items() if entry.export is not None}
     work = _work_folder(work_parent) if wanted else None
     calibration: dict[str, Samples] = {}
+    pool = CheckpointPool()
     try:
         if work is not None:
             if notice is not None:
-                notice(_export_notice(program.path, program.header.get("source")))
+                notice(_export_notice(program))
             calibration = _export(program, inputs, wanted, work, progress)
         rules = program.finish()
-        checkpoints = {name: Checkpoint(c.path) for name, c in rules.checkpoints.items()}
+        checkpoints = {name: pool.get(c.path) for name, c in rules.checkpoints.items()}
     except BaseException as err:
+        pool.close()
         if work is not None and not keep_work:
             shutil.rmtree(work, ignore_errors=True)
             if isinstance(err, ExportError) and str(work) in str(err):  # it points at a file just removed
@@ -136,13 +142,13 @@ def prepare(
     rule_files = [src.path for src in program.files]
     path_vars = [str(v) for v in program.scope.path_values()]
     return Prepared(
-        rules, inputs, checkpoints, work, keep_work, sorted(wanted), calibration, rule_files, path_vars
+        rules, inputs, checkpoints, work, keep_work, sorted(wanted), calibration, rule_files, path_vars, pool
     )
 
 
-def _export_notice(rule_path: str, source: Any) -> str:
-    ref = source.get("export") if isinstance(source, dict) else None
-    return code_notice(rule_path, f"its export source {ref} (source.export)")
+def _export_notice(program: RuleProgram) -> str:
+    ref = program.sections.source.export if program.sections.source is not None else None
+    return code_notice(program.path, f"its export source {ref} (source.export)")
 
 
 def _work_folder(parent: str | None) -> Path:
@@ -153,10 +159,10 @@ def _work_folder(parent: str | None) -> Path:
     return Path(tempfile.mkdtemp(prefix="gsurg-work-"))
 
 
-def _plain_vars(program: RuleProgram) -> dict[str, Any]:
+def _plain_vars(program: RuleProgram) -> dict[str, PlainValue]:
     """The variables an export source sees: every one that can be computed before the export (a variable
     reading facts about the exported models cannot) and is plain data."""
-    out: dict[str, Any] = {}
+    out: dict[str, PlainValue] = {}
     for name in program.scope.names:
         try:
             value = program.scope.var(name)
@@ -174,35 +180,33 @@ def _export(
     work: Path,
     progress: Progress | None,
 ) -> dict[str, Samples]:
-    """Export the wanted sub-models in a child process (the source's PyTorch models never live in this
-    one); returns each exported input's calibration samples, made by a second child when first asked."""
-    source = program.header.get("source")
-    if not source:
+    """Export the wanted sub-models in one child process (the source's PyTorch models never live in this
+    one), saving on the way the samples of the inputs a graph calibrates on; returns how to load those."""
+    source = program.sections.source
+    if source is None:
         names = ", ".join(sorted(wanted))
         raise GsurgError(f"{program.path}: inputs {names} are exports, but the rule file has no source")
-    from graphsurgeon.export.worker import load_samples, run_job
+    from graphsurgeon.export.job import ExportJob
+    from graphsurgeon.export.worker import run_job
 
-    checkpoint = source.get("checkpoint")
-    if checkpoint and not Path(checkpoint).exists():
-        raise GsurgError(f"{checkpoint}: the source checkpoint does not exist")
-    job = {
-        "source": source["export"],
-        "base": str(Path(program.path).resolve().parent),
-        "checkpoint": checkpoint,
-        "variables": _plain_vars(program),
-        "names": sorted(set(wanted.values())),
-        "work": str(work),
-    }
-    exported = run_job({**job, "kind": "export"}, work, progress)
+    if source.checkpoint and not Path(source.checkpoint).exists():
+        raise GsurgError(f"{source.checkpoint}: the source checkpoint does not exist")
+    calibrated = program.calibrated_inputs()
+    job = ExportJob(
+        source=source.export,
+        base=str(Path(program.path).resolve().parent),
+        checkpoint=source.checkpoint,
+        variables=_plain_vars(program),
+        names=sorted(set(wanted.values())),
+        calibrate=sorted({sub for name, sub in wanted.items() if name in calibrated}),
+        work=str(work),
+        result=str(work / "export.result.json"),
+    )
+    exported = run_job(job, progress)
     for name, sub in wanted.items():
-        model = exported[sub]
-        inputs[name] = ModelInput(param=model["param"], bin=model["bin"])
-        program.provide_model(name, model["param"])
-    saved: dict[str, Any] = {}
-
-    def samples(sub: str) -> list[tuple[np.ndarray, ...]]:
-        if not saved:
-            saved.update(run_job({**job, "kind": "calibration"}, work, progress))
-        return load_samples(saved[sub])
-
-    return {name: functools.partial(samples, sub) for name, sub in wanted.items()}
+        model = exported.models[sub]
+        inputs[name] = ModelInput(param=model.param, bin=model.bin)
+        program.provide_model(name, model.param)
+    return {
+        name: exported.calibration[sub].load for name, sub in wanted.items() if sub in exported.calibration
+    }

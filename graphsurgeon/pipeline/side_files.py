@@ -31,6 +31,7 @@ from graphsurgeon.errors import GsurgError, one_line
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_output, atomic_write_bytes
 from graphsurgeon.formats.model_bin import WeightRecord
 from graphsurgeon.formats.outpaths import kind
+from graphsurgeon.pipeline.checkpoint_pool import CheckpointPool
 from graphsurgeon.pipeline.output_guard import OutputGuard
 from graphsurgeon.pipeline.template_sandbox import TemplateLimit
 from graphsurgeon.pipeline.template_sandbox import environment as sandbox_environment
@@ -145,6 +146,7 @@ def write_side_files(
     context: dict[str, Any],
     group: AtomicGroup,
     graphs: Sequence[WrittenGraph] = (),
+    pool: CheckpointPool | None = None,
 ) -> tuple[list[str], list[WeightMap]]:
     """Render, copy or map every side file whose ``when`` holds into ``guard``'s folder (within ``group``;
     each target checked by ``guard``); returns the files written and the weight maps among them."""
@@ -155,7 +157,7 @@ def write_side_files(
         if not side.when:
             continue
         if side.weight_map is not None:
-            for m in build_maps(side.weight_map, list(graphs), side.output, side.graphs):
+            for m in build_maps(side.weight_map, list(graphs), side.output, side.graphs, pool):
                 target = guard.target(m.output)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(target, render(m, str(bins[m.graph])), group)

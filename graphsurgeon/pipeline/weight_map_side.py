@@ -25,6 +25,7 @@ from graphsurgeon.formats.model_bin import WeightRecord
 from graphsurgeon.formats.safetensors import CHECKPOINT_SUFFIXES
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.weights import Storage
+from graphsurgeon.pipeline.checkpoint_pool import CheckpointPool
 from graphsurgeon.pipeline.weight_pairing import Pairing, WeightMatcher
 
 #: (atol, rtol) within which diff-bin must find a record stored this way equal to its tensor: the largest
@@ -94,12 +95,18 @@ def find_checkpoint(path: str) -> str:
 
 
 def build_maps(
-    checkpoint: str, graphs: list[WrittenGraph], output: str, wanted: list[str] | None
+    checkpoint: str,
+    graphs: list[WrittenGraph],
+    output: str,
+    wanted: list[str] | None,
+    pool: CheckpointPool | None = None,
 ) -> list[WeightMap]:
     """The maps of every graph in ``wanted`` (default: all) that wrote weights; ``output`` holds
-    ``{graph}``."""
+    ``{graph}``. The checkpoint comes from the run's ``pool`` (the one its weight actions read), or is
+    opened for this call alone."""
     path = find_checkpoint(checkpoint)
-    matcher = WeightMatcher(path)
+    source = pool if pool is not None else CheckpointPool()
+    matcher = WeightMatcher(source.get(path))
     try:
         maps = []
         for g in graphs:
@@ -109,7 +116,8 @@ def build_maps(
             maps.append(WeightMap(output.replace("{graph}", g.name), g.name, path, pairings))
         return maps
     finally:
-        matcher.close()
+        if source is not pool:
+            source.close()
 
 
 def _entry(p: Pairing) -> str | dict[str, object]:

@@ -100,9 +100,9 @@ class WeightMatcher:
     """Pairs weights with the tensors of one checkpoint; shared by every graph of a run, so each tensor is
     probed once per storage and the order used to resolve ambiguities spans the run."""
 
-    def __init__(self, checkpoint: str) -> None:
-        self.path = checkpoint
-        self.ckpt = Checkpoint(checkpoint)
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self.path = checkpoint.path
+        self.ckpt = checkpoint  # the caller opened it, and closes it
         by_count: dict[int, list[str]] = {}
         for name, info in self.ckpt.tensors.items():
             if info.dtype in _FLOAT_DTYPES:
@@ -111,9 +111,6 @@ class WeightMatcher:
         self._probes: dict[tuple[str, Storage], bytes] = {}
         self._sources: dict[str, TensorSource] = {}
         self._taken: set[str] = set()
-
-    def close(self) -> None:
-        self.ckpt.close()
 
     def _read(self, name: str, storage: Storage, start: int, stop: int) -> np.ndarray:
         """Elements ``start:stop`` of tensor ``name``, as ``storage`` holds them (valid until the next

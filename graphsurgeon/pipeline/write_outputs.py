@@ -15,6 +15,7 @@ from graphsurgeon.formats.model_bin import WeightRecord, write_bin
 from graphsurgeon.formats.param_bin import write_param_bin
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.pipeline.calibrate import CalibrationReport
+from graphsurgeon.pipeline.checkpoint_pool import CheckpointPool
 from graphsurgeon.pipeline.output_guard import OutputGuard
 from graphsurgeon.pipeline.side_files import GraphResult, write_side_files
 from graphsurgeon.pipeline.weight_map_side import WeightMap, WrittenGraph
@@ -74,6 +75,7 @@ def write_runs(
     runs: list[GraphRun],
     guard: OutputGuard,
     progress: Progress | None = None,
+    pool: CheckpointPool | None = None,
 ) -> list[str]:
     """Write every graph, its sidecar and the side files into ``guard``'s folder (each target checked by
     it first); returns the side files written."""
@@ -107,7 +109,7 @@ def write_runs(
             ).as_dict()
         context = {"vars": dict(rf.vars), "graphs": results, "rule_set": rf.name}
         written = [WrittenGraph(run.name, run.graph, run.bin_name, run.records) for run in runs]
-        outputs, maps = write_side_files(rf.side_files, guard, context, group, written)
+        outputs, maps = write_side_files(rf.side_files, guard, context, group, written, pool)
         by_name = {run.name: run for run in runs}
         for m in maps:
             by_name[m.graph].weight_maps.append(m)

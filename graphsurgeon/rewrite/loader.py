@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.safetensors import JSON_FILE_LIMIT
 from graphsurgeon.input_files import read_json_input
 from graphsurgeon.plugins import load_callable
@@ -39,6 +40,7 @@ from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError
 _HEADER = ("version", "name", "description", "source", "inputs", "checkpoints", "outputs")
 _BY_NAME = ("inputs", "checkpoints", "graphs")  # sections merged entry by entry
 _LATE = ("graphs", "side_files")  # evaluated by finish(): they may read facts about the input models
+_BOOL = TypeAdapter(bool)  # a `when` as pydantic reads it ("false", "no", 0 ...)
 _LEADING_VAR = re.compile(r"\s*\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}")
 
 
@@ -80,19 +82,31 @@ def _resolve(kind: str, value: str, base: Path, where: str) -> str:
 
 
 @dataclass
+class HeaderSections:
+    """The sections ``open_rule_file`` evaluates, each validated as soon as it is merged: what ``apply``
+    reads before any export, as the typed objects ``RuleFile`` then holds (never read again as dicts)."""
+
+    source: Source | None = None
+    inputs: dict[str, ModelInput] = field(default_factory=dict)
+    checkpoints: dict[str, CheckpointInput] = field(default_factory=dict)
+    outputs: Outputs | None = None
+
+
+@dataclass
 class RuleProgram:
     """A rule file between the two loading steps (see the module docstring)."""
 
     path: str
     files: list[LocatedYaml]
     scope: Scope
-    header: dict[str, Any]
+    header: dict[str, Any]  # the merged, evaluated header sections as YAML values (for error locations)
     cli_vars: set[str]
     cwd: Path
     origins: dict[tuple[Any, ...], LocatedYaml] = field(default_factory=dict)
     models: dict[str, str] = field(default_factory=dict)  # input name -> its .param, once known
     _graph_facts: Callable[[str], Any] | None = None
     notice: Callable[[str], None] | None = None  # told before source.config's Python runs
+    sections: HeaderSections = field(default_factory=HeaderSections)  # typed, once validated
 
     # ---- facts -------------------------------------------------------------------------------------------
     def provide_model(self, input_name: str, param: str) -> None:
@@ -100,7 +114,7 @@ class RuleProgram:
         self.models[input_name] = param
 
     def _input_facts(self) -> Mapping[str, Any]:
-        names = list(self.header.get("inputs") or {})
+        names = list(self.sections.inputs)
 
         def facts(name: str) -> Any:
             if name not in self.models:
@@ -116,8 +130,8 @@ class RuleProgram:
         return LazyFacts(names, facts)
 
     def _checkpoint_folder(self, fact: str) -> Path:
-        source = self.header.get("source") or {}
-        checkpoint = source.get("checkpoint") if isinstance(source, dict) else None
+        source = self.sections.source
+        checkpoint = source.checkpoint if source is not None else None
         if not checkpoint:
             raise RuleFileError(f"{self.path}: `{fact}` facts need source.checkpoint (a checkpoint folder)")
         return Path(checkpoint)
@@ -126,8 +140,7 @@ class RuleProgram:
         """``source.config``'s reading of the checkpoint folder when the rule file names one (a model's own
         config reader: both config styles, EOS from any file), else ``config.json`` as it is."""
         folder = self._checkpoint_folder("config")
-        source = self.header.get("source") or {}
-        reader = source.get("config") if isinstance(source, dict) else None
+        reader = self.sections.source.config if self.sections.source is not None else None
         if not reader:
             return _read_json(folder / "config.json")
         if self.notice is not None:
@@ -145,10 +158,48 @@ class RuleProgram:
         where = f"the JSON files of {folder}"
         return LazyFacts(names, lambda stem: _read_json(folder / f"{stem}.json"), where)
 
+    def calibrated_inputs(self) -> set[str]:
+        """The inputs some graph's ``storage.calibrate`` will run on, as far as it can be told before the
+        export (so the export can save their samples in the same build of the source's models). Read from
+        the merged ``graphs`` sections before they are evaluated: a ``when`` or ``input`` that cannot be
+        evaluated yet (it reads facts about exported models) counts as calibrating, and an unknown input as
+        every input."""
+        raw: dict[str, Any] = {}
+        for src in self.files:
+            if isinstance(src.data.get("graphs"), dict):
+                _merge(raw, "graphs", src.data["graphs"], src, {})
+        wanted: set[str] = set()
+        for entry in (raw.get("graphs") or {}).values():
+            storage = entry.get("storage") if isinstance(entry, dict) else None
+            cal = storage.get("calibrate") if isinstance(storage, dict) else None
+            if cal is None:
+                continue
+            when = cal.get("when", True) if isinstance(cal, dict) else True
+            if not self._may_hold(when):
+                continue
+            try:
+                name = self.scope.render(entry.get("input", "model"), self.path)
+            except GsurgError:
+                name = None
+            wanted |= {name} if isinstance(name, str) else set(self.sections.inputs)
+        return wanted
+
+    def _may_hold(self, when: Any) -> bool:
+        """False only when ``when`` can be evaluated now and is false."""
+        try:
+            return bool(_BOOL.validate_python(self.scope.render(when, self.path)))
+        except (GsurgError, ValidationError):
+            return True
+
     # ---- the second step ---------------------------------------------------------------------------------
     def finish(self) -> RuleFile:
         """Evaluate ``graphs`` and ``side_files`` and validate the whole rule file."""
         data = dict(self.header)
+        typed = self.sections
+        data.update({"inputs": typed.inputs, "checkpoints": typed.checkpoints})
+        data.update(
+            {k: v for k, v in (("source", typed.source), ("outputs", typed.outputs)) if v is not None}
+        )
         for section in _LATE:
             for src in self.files:
                 if section in src.data:
@@ -277,10 +328,10 @@ def open_rule_file(
         for src in files:
             if section in src.data:
                 _merge(program.header, section, program._evaluate(src, section), src, program.origins)
-    _validate_header(program)
-    for name, entry in (program.header.get("inputs") or {}).items():
-        if isinstance(entry, dict) and entry.get("param"):
-            program.provide_model(name, entry["param"])
+        _validate_section(program, section)  # a later section's facts may read this one (source.config)
+    for name, entry in program.sections.inputs.items():
+        if entry.param:
+            program.provide_model(name, entry.param)
     return program
 
 
@@ -292,29 +343,32 @@ def load_rule_file(
     return open_rule_file(path, overrides, text).finish()
 
 
-def _validate_header(program: RuleProgram) -> None:
-    """Check the sections ``open_rule_file`` evaluated, so a bad source or input fails before any export."""
-    header = program.header
-    checks: list[tuple[type[BaseModel], Any, tuple[Any, ...]]] = []
-    if header.get("source") is not None:
-        checks.append((Source, header["source"], ("source",)))
-    if header.get("outputs") is not None:
-        checks.append((Outputs, header["outputs"], ("outputs",)))
-    entry_models: tuple[tuple[str, type[BaseModel]], ...] = (
-        ("inputs", ModelInput),
-        ("checkpoints", CheckpointInput),
-    )
-    for section, model in entry_models:
-        entries = header.get(section) or {}
-        if not isinstance(entries, dict):
+def _validate_section(program: RuleProgram, section: str) -> None:
+    """Validate a header section ``open_rule_file`` just merged into ``program.sections``, so a bad source
+    or input fails (with its file and line) before any export."""
+    value = program.header.get(section)
+    typed = program.sections
+    if section == "source" and value is not None:
+        typed.source = _checked(Source, value, (section,), program)
+    elif section == "outputs" and value is not None:
+        typed.outputs = _checked(Outputs, value, (section,), program)
+    elif section in ("inputs", "checkpoints"):
+        if not isinstance(value or {}, dict):
             src = program.origins.get((section,), program.files[-1])
             raise RuleFileError(f"{src.where((section,))}: {section} is a mapping of name: entry")
-        checks.extend((model, value, (section, name)) for name, value in entries.items())
-    for model, value, loc in checks:
-        try:
-            model.model_validate(value)
-        except ValidationError as err:
-            _raise(err, header, program, prefix=loc)
+        model: type[BaseModel] = ModelInput if section == "inputs" else CheckpointInput
+        entries = {name: _checked(model, v, (section, name), program) for name, v in (value or {}).items()}
+        if section == "inputs":
+            typed.inputs = entries
+        else:
+            typed.checkpoints = entries
+
+
+def _checked(model: type[BaseModel], value: Any, loc: tuple[Any, ...], program: RuleProgram) -> Any:
+    try:
+        return model.model_validate(value)
+    except ValidationError as err:
+        _raise(err, program.header, program, prefix=loc)
 
 
 def _validate(model: type[RuleFile], data: dict[str, Any], program: RuleProgram) -> RuleFile:
