@@ -277,3 +277,9 @@ def test_the_shipped_files_share_one_linear_on_rows_that_is_the_rule_each_had_in
         check = next(r for r in graph.rules if r.name == "native-gqa")
         assert isinstance(check, Rule) and check.expect.count == 0 and check.do == []
         assert check.match == penguin.rules["native-gqa"].match
+
+
+def test_a_file_of_named_rules_only_is_for_include(tmp_path: Path) -> None:
+    lib = write(tmp_path, "lib.yaml", LIB)
+    with pytest.raises(RuleFileError, match=rf"^{lib}:1: no graphs to run: a file of named rules only"):
+        load_rule_file(str(lib))

@@ -163,6 +163,11 @@ class RuleProgram:
         """Evaluate ``graphs`` and ``side_files`` and validate the whole rule file."""
         data = dict(self.header)
         data["rules"] = {name: self._define(d) for name, d in self.rule_defs.items()}
+        if self.rule_defs and not any("graphs" in src.data for src in self.files):
+            raise RuleFileError(
+                f"{self.files[-1].path}:1: no graphs to run: a file of named rules only is included by a "
+                "rule file that has graphs (include: [...])"
+            )
         for section in _LATE:
             for src in self.files:
                 if section in src.data:

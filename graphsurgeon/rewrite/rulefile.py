@@ -5,7 +5,9 @@ declares variables (``${name}`` anywhere in a string; ``--set name=value`` overr
 models it reads (param/bin pairs) and checkpoints, one or more graphs — each with an ``interface`` of blob
 names no rule may remove or rename (ncnn has no output list) and ordered rules — and where outputs go.
 Every rule says what it matches, what must hold (``where``), how many matches it expects (``expect``) and
-what it does. Validation errors name the YAML file and line.
+what it does. A rule written once in the top-level ``rules:`` (``RuleDefinition``) runs wherever a graph's
+rules say ``use: NAME`` (``RuleUse``), each use with its own ``expect``. Validation errors name the YAML
+file and line.
 """
 
 from __future__ import annotations
