@@ -283,3 +283,21 @@ def test_a_file_of_named_rules_only_is_for_include(tmp_path: Path) -> None:
     lib = write(tmp_path, "lib.yaml", LIB)
     with pytest.raises(RuleFileError, match=rf"^{lib}:1: no graphs to run: a file of named rules only"):
         load_rule_file(str(lib))
+
+
+def test_uses_cannot_multiply_a_file_past_the_value_bound(tmp_path: Path) -> None:
+    """A 5,000-action rule used 20 times would be 300,000 values: the bound aliases have (yaml_source)."""
+    actions = "".join("      - {set: {slope: 1}}\n" for _ in range(5000))
+    uses = "".join("      - {use: big, expect: {min: 0}}\n" for _ in range(20))
+    text = f"version: 1\nname: t\nrules:\n  big:\n    match: {{type: ReLU}}\n    do:\n{actions}"
+    rules = write(
+        tmp_path,
+        "t.yaml",
+        f"{text}inputs:\n  m: {{param: m.param}}\ngraphs:\n  g:\n    input: m\n    rules:\n{uses}",
+    )
+    write(tmp_path, "m.param", CHAIN)
+    # 15,004 values a use, so the 14th passes 200,000; uses start on line 5,013 (6 + 5,000 + 6 lines above)
+    with pytest.raises(
+        RuleFileError, match=rf"^{rules}:{5012 + 14}: use: big: the uses of named rules expand"
+    ):
+        load_rule_file(str(rules))

@@ -39,7 +39,7 @@ from graphsurgeon.rewrite.rulefile import RuleDefinition, RuleFile, RuleUse
 from graphsurgeon.rewrite.scope import JsonFact, LazyFacts, Scope
 from graphsurgeon.rewrite.sections import CheckpointInput, ModelInput, Outputs, Source
 from graphsurgeon.rewrite.validation_errors import describe
-from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError
+from graphsurgeon.rewrite.yaml_source import MAX_VALUES, LocatedYaml, RuleFileError
 
 _HEADER = ("version", "name", "description", "source", "inputs", "checkpoints", "outputs")
 _BY_NAME = ("inputs", "checkpoints", "graphs")  # sections merged entry by entry
@@ -103,6 +103,7 @@ class RuleProgram:
     origins: dict[tuple[Any, ...], LocatedYaml] = field(default_factory=dict)
     tree: dict[Path, list[LocatedYaml]] = field(default_factory=dict)  # each file and all it includes
     rule_defs: dict[str, RuleDef] = field(default_factory=dict)  # the rules: sections, by name
+    used_values: int = 0  # the values the uses of named rules added, within MAX_VALUES
     models: dict[str, str] = field(default_factory=dict)  # input name -> its .param, once known
     _graph_facts: Callable[[str], Any] | None = None
     notice: Callable[[str], None] | None = None  # told before source.config's Python runs
@@ -162,6 +163,7 @@ class RuleProgram:
     def finish(self) -> RuleFile:
         """Evaluate ``graphs`` and ``side_files`` and validate the whole rule file."""
         data = dict(self.header)
+        self.used_values = 0
         data["rules"] = {name: self._define(d) for name, d in self.rule_defs.items()}
         if self.rule_defs and not any("graphs" in src.data for src in self.files):
             raise RuleFileError(
@@ -234,6 +236,12 @@ class RuleProgram:
         if "expect" not in entry:
             raise RuleFileError(f"{src.where(loc)}: use: {name}: give expect, the matches this use must find")
         d = self.rule_defs[name]
+        self.used_values += d.size
+        if self.used_values > MAX_VALUES:
+            raise RuleFileError(
+                f"{src.where(loc)}: use: {name}: the uses of named rules expand the rule file to more than "
+                f"{MAX_VALUES} values"
+            )
         given = entry.get("vars") or {}
         if not isinstance(given, dict):
             raise RuleFileError(f"{src.where((*loc, 'vars'))}: use: {name}: vars is a mapping of name: value")

@@ -120,6 +120,7 @@ class RuleDef:
     body: dict[str, Any]
     vars: dict[str, Any]
     src: LocatedYaml
+    size: int  # values in the body: what each use adds to the program (``yaml_source.MAX_VALUES``)
 
     @property
     def where(self) -> str:
@@ -176,8 +177,16 @@ def rule_defs(
                 if not isinstance(default, _SCALAR):
                     raise RuleFileError(f"{at}: rule {name}: variable {var}: a default is a scalar value")
             rest = {k: v for k, v in body.items() if k != "vars"}
-            defs[name] = RuleDef(name, rest, dict(own), src)
+            defs[name] = RuleDef(name, rest, dict(own), src, _values(rest))
     return defs
+
+
+def _values(tree: Any) -> int:
+    if isinstance(tree, dict):
+        return 1 + sum(_values(v) for v in tree.values())
+    if isinstance(tree, list):
+        return 1 + sum(_values(v) for v in tree)
+    return 1
 
 
 def rules_seen(
