@@ -12,6 +12,11 @@ Merging: an included file's entries come first and the including file's win — 
 it says ``extend: true``: then its keys override and its rules follow the included graph's), ``source``
 and ``outputs`` whole; ``side_files`` are concatenated, except that an entry with the same ``output`` as
 an included one replaces it. ``--set`` overrides any variable.
+
+Named rules: a ``rules:`` section defines rules by name, once in the whole include tree; an entry
+``use: NAME`` of a graph's rules (in the defining file or a file that includes it, directly or not) becomes
+that rule, named NAME, with the use's ``expect`` and its values for the rule's own ``vars`` — so reports,
+provenance and ``--explain`` see an ordinary rule per use.
 """
 
 from __future__ import annotations
@@ -30,23 +35,29 @@ from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.safetensors import JSON_FILE_LIMIT
 from graphsurgeon.input_files import read_json_input
 from graphsurgeon.plugins import load_callable
-from graphsurgeon.rewrite.rule_tree import read_tree, real_path, var_defs
-from graphsurgeon.rewrite.rulefile import RuleFile
+from graphsurgeon.rewrite.rule_tree import RuleDef, read_tree, real_path, rule_defs, rules_seen, var_defs
+from graphsurgeon.rewrite.rulefile import RuleDefinition, RuleFile, RuleUse
 from graphsurgeon.rewrite.scope import JsonFact, LazyFacts, Scope
 from graphsurgeon.rewrite.sections import CheckpointInput, ModelInput, Outputs, Source
 from graphsurgeon.rewrite.validation_errors import describe
-from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError
+from graphsurgeon.rewrite.yaml_source import MAX_VALUES, LocatedYaml, RuleFileError
 
 _HEADER = ("version", "name", "description", "source", "inputs", "checkpoints", "outputs")
 _BY_NAME = ("inputs", "checkpoints", "graphs")  # sections merged entry by entry
 _LATE = ("graphs", "side_files")  # evaluated by finish(): they may read facts about the input models
 _BOOL = TypeAdapter(bool)  # a `when` as pydantic reads it ("false", "no", 0 ...)
 _LEADING_VAR = re.compile(r"\s*\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}")
+_USE_KEYS = ("use", "expect", "vars")  # what a `use:` entry may give
 
 
 def json_schema() -> str:
     """The JSON Schema editors use for completion (``gsurg schema rules``)."""
     schema = RuleFile.model_json_schema()
+    # a loaded graph holds Rules only (the loader resolves `use:`); the file an editor sees may say `use:`
+    use = RuleUse.model_json_schema(ref_template="#/$defs/{model}")
+    schema["$defs"].update(use.pop("$defs", {}))
+    schema["$defs"]["RuleUse"] = use
+    schema["$defs"]["GraphSpec"]["properties"]["rules"]["items"]["oneOf"].append({"$ref": "#/$defs/RuleUse"})
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "gsurg rule file"
     return json.dumps(schema, indent=2)
@@ -103,6 +114,9 @@ class RuleProgram:
     cli_vars: set[str]
     cwd: Path
     origins: dict[tuple[Any, ...], LocatedYaml] = field(default_factory=dict)
+    tree: dict[Path, list[LocatedYaml]] = field(default_factory=dict)  # each file and all it includes
+    rule_defs: dict[str, RuleDef] = field(default_factory=dict)  # the rules: sections, by name
+    used_values: int = 0  # the values the uses of named rules added, within MAX_VALUES
     models: dict[str, str] = field(default_factory=dict)  # input name -> its .param, once known
     _graph_facts: Callable[[str], Any] | None = None
     notice: Callable[[str], None] | None = None  # told before source.config's Python runs
@@ -200,6 +214,13 @@ class RuleProgram:
         data.update(
             {k: v for k, v in (("source", typed.source), ("outputs", typed.outputs)) if v is not None}
         )
+        self.used_values = 0
+        data["rules"] = {name: self._define(d) for name, d in self.rule_defs.items()}
+        if self.rule_defs and not any("graphs" in src.data for src in self.files):
+            raise RuleFileError(
+                f"{self.files[-1].path}:1: no graphs to run: a file of named rules only is included by a "
+                "rule file that has graphs (include: [...])"
+            )
         for section in _LATE:
             for src in self.files:
                 if section in src.data:
@@ -212,6 +233,8 @@ class RuleProgram:
         base = Path(src.path).parent
 
         def walk(value: Any, loc: tuple[Any, ...]) -> Any:
+            if len(loc) == 4 and loc[0] == "graphs" and loc[2] == "rules" and _has_use(value):
+                return self._use(src, loc, value)
             if isinstance(value, dict):
                 return {k: walk(v, (*loc, k)) for k, v in value.items()}
             if isinstance(value, list):
@@ -225,6 +248,69 @@ class RuleProgram:
             return _resolve(kind, rendered, origin, src.where(loc))
 
         return walk(src.data[section], (section,))
+
+    # ---- named rules -------------------------------------------------------------------------------------
+    def _define(self, d: RuleDef) -> dict[str, Any]:
+        """A ``rules:`` entry evaluated with its variables' defaults and validated where it is written (so
+        a broken definition is reported at its own line, used or not)."""
+        defaults = self._defaults(d)
+        value = {"vars": defaults, **self.scope.substitute(d.body, d.src, ("rules", d.name), defaults)}
+        try:
+            RuleDefinition.model_validate(value)
+        except ValidationError as err:
+            _raise(err, {"rules": {d.name: value}}, self, prefix=("rules", d.name))
+        return value
+
+    def _defaults(self, d: RuleDef) -> dict[str, Any]:
+        """The rule's own variables at their default values (``${…}`` in them read the file's variables)."""
+        return {k: self.scope.render(v, d.src.where(("rules", d.name, "vars", k))) for k, v in d.vars.items()}
+
+    def _use(self, src: LocatedYaml, loc: tuple[Any, ...], entry: dict[str, Any]) -> dict[str, Any]:
+        """A graph's ``use: NAME`` entry as the rule it runs: the definition's body evaluated with this use's
+        variables, named NAME, with this use's ``expect``."""
+        name = entry["use"]
+        extra = [k for k in entry if k not in _USE_KEYS]
+        if extra:
+            raise RuleFileError(
+                f"{src.where((*loc, extra[0]))}: use: {name}: a use runs the rule as rules: defines it and "
+                f"gives only {', '.join(_USE_KEYS)}, not {extra[0]}"
+            )
+        seen = rules_seen(src, self.tree, self.rule_defs)
+        if not isinstance(name, str) or name not in seen:
+            known = ", ".join(seen) or "none"
+            there = self.rule_defs.get(name) if isinstance(name, str) else None
+            hint = f"; {name} is defined at {there.where}, which this file does not include" if there else ""
+            raise RuleFileError(
+                f"{src.where((*loc, 'use'))}: use: no rule named {name!r} in the rules: of this file or the "
+                f"files it includes (rules: {known}){hint}"
+            )
+        if "expect" not in entry:
+            raise RuleFileError(f"{src.where(loc)}: use: {name}: give expect, the matches this use must find")
+        d = self.rule_defs[name]
+        self.used_values += d.size
+        if self.used_values > MAX_VALUES:
+            raise RuleFileError(
+                f"{src.where(loc)}: use: {name}: the uses of named rules expand the rule file to more than "
+                f"{MAX_VALUES} values"
+            )
+        given = entry.get("vars") or {}
+        if not isinstance(given, dict):
+            raise RuleFileError(f"{src.where((*loc, 'vars'))}: use: {name}: vars is a mapping of name: value")
+        local = self._defaults(d)
+        for key, raw in given.items():
+            at = src.where((*loc, "vars", key))
+            if key not in d.vars:
+                own = ", ".join(d.vars) or "none"
+                raise RuleFileError(f"{at}: use: {name}: the rule has no variable {key!r} (its vars: {own})")
+            if not isinstance(raw, str | int | float | bool):
+                raise RuleFileError(f"{at}: use: {name}: variable {key}: a value is a scalar")
+            local[key] = self.scope.render(raw, at)
+        body = self.scope.substitute(d.body, d.src, ("rules", name), local)
+        return {"name": name, **body, "expect": self.scope.substitute(entry["expect"], src, (*loc, "expect"))}
+
+
+def _has_use(value: Any) -> bool:
+    return isinstance(value, dict) and "use" in value
 
 
 def _read_json(path: Path) -> Any:
@@ -310,14 +396,18 @@ def open_rule_file(
     ``notice`` is told before any Python the rule file's ``source:`` names runs."""
     here = Path(cwd or os.getcwd())
     start = Path(os.path.realpath(path)) if text is None else Path(path).absolute()
-    files = read_tree(start, text, (), {})
+    tree: dict[Path, list[LocatedYaml]] = {}
+    files = read_tree(start, text, (), tree)
     overrides = dict(overrides or {})
     scope = Scope(var_defs(files, overrides, here))
-    program = RuleProgram(path, files, scope, {}, set(overrides), here, notice=notice)
+    program = RuleProgram(path, files, scope, {}, set(overrides), here, notice=notice, tree=tree)
     scope.add_fact("config", program._config)
     scope.add_fact("json", program._json_files)
     scope.add_fact("inputs", program._input_facts)
-    known = {"include", "vars", *_HEADER, *_LATE}
+    program.rule_defs = rule_defs(files, var_defs(files, {}, here), ("config", "json", "inputs"))
+    for d in program.rule_defs.values():
+        program.origins[("rules", d.name)] = d.src
+    known = {"include", "vars", "rules", *_HEADER, *_LATE}
     for src in files:
         for key in src.data:
             if key not in known:

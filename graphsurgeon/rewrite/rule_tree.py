@@ -1,18 +1,22 @@
-"""The files of a rule program and the variables they declare: ``include:`` followed once per file and
-bounded (depth, count, cycles named), paths made real (``~`` expanded, a NUL refused), and ``vars:`` merged
-with the command line's ``--set`` values, each typed as a YAML scalar."""
+"""The files of a rule program and what they declare: ``include:`` followed once per file and bounded
+(depth, count, cycles named), paths made real (``~`` expanded, a NUL refused), ``vars:`` merged with the
+command line's ``--set`` values, each typed as a YAML scalar, and the named rules of ``rules:`` sections,
+each defined once in the whole tree and seen by its file and the files that include it."""
 
 from __future__ import annotations
 
 import os
+import re
 import reprlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from graphsurgeon.formats.outpaths import kind
+from graphsurgeon.rewrite.rulefile import RULE_NAME, RULE_VAR
 from graphsurgeon.rewrite.scope import VarDef, checked_path
 from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, has_lone_surrogate, load_located
 
@@ -105,3 +109,90 @@ def _set_value(name: str, text: str) -> Any:
             f"--set {name}={shown}: not a value YAML can read ({problem}); quote it to give a string"
         ) from None
     return value if isinstance(value, str | int | float | bool) else text  # a list, a date: the text
+
+
+@dataclass(frozen=True)
+class RuleDef:
+    """A named rule as a ``rules:`` section writes it: its body (``${…}`` not yet evaluated), its own
+    variables with their default values, and the file that defines it."""
+
+    name: str
+    body: dict[str, Any]
+    vars: dict[str, Any]
+    src: LocatedYaml
+    size: int  # values in the body: what each use adds to the program (``yaml_source.MAX_VALUES``)
+
+    @property
+    def where(self) -> str:
+        return self.src.where(("rules", self.name))
+
+
+_SCALAR = (str, int, float, bool)
+
+
+def rule_defs(
+    files: list[LocatedYaml], variables: Mapping[str, VarDef], facts: tuple[str, ...]
+) -> dict[str, RuleDef]:
+    """The named rules of every file's ``rules:`` section. A name defined twice in the tree, a rule
+    variable with the name of a rule-file variable or a fact (``${x}`` in the body would be ambiguous), and
+    the keys a definition cannot have (``name``: its key is its name; ``expect``: each use gives its own)
+    are errors naming the file and line."""
+    defs: dict[str, RuleDef] = {}
+    for src in files:
+        section = src.data.get("rules")
+        if section is None:
+            continue
+        if not isinstance(section, dict):
+            raise RuleFileError(f"{src.where(('rules',))}: rules is a mapping of name: rule (match, do, …)")
+        for name, body in section.items():
+            where = src.where(("rules", name))
+            if not isinstance(name, str) or re.fullmatch(RULE_NAME, name) is None:
+                raise RuleFileError(f"{where}: rule name {name!r}: letters, digits, '_', '.' and '-' only")
+            if name in defs:
+                raise RuleFileError(f"{where}: rule {name} is defined twice: here and at {defs[name].where}")
+            if not isinstance(body, dict):
+                raise RuleFileError(f"{where}: rule {name} is a mapping (description, match, when, do, vars)")
+            for key, why in (
+                ("name", "its key under rules: is its name"),
+                ("expect", "each use gives its own"),
+            ):
+                if key in body:
+                    raise RuleFileError(
+                        f"{src.where(('rules', name, key))}: rule {name}: no {key} here: {why}"
+                    )
+            own = body.get("vars") or {}
+            if not isinstance(own, dict):
+                raise RuleFileError(f"{src.where(('rules', name, 'vars'))}: rule {name}: vars is a mapping")
+            for var, default in own.items():
+                at = src.where(("rules", name, "vars", var))
+                if not isinstance(var, str) or re.fullmatch(RULE_VAR, var) is None:
+                    raise RuleFileError(f"{at}: rule {name}: variable {var!r}: a name ${{…}} can read")
+                if var in variables:
+                    raise RuleFileError(
+                        f"{at}: rule {name}: its variable {var} is also a variable of the rule file "
+                        f"({variables[var].where}); rename one"
+                    )
+                if var in facts:
+                    raise RuleFileError(f"{at}: rule {name}: {var} names a fact (${{{var}.…}}); rename it")
+                if not isinstance(default, _SCALAR):
+                    raise RuleFileError(f"{at}: rule {name}: variable {var}: a default is a scalar value")
+            rest = {k: v for k, v in body.items() if k != "vars"}
+            defs[name] = RuleDef(name, rest, dict(own), src, _values(rest))
+    return defs
+
+
+def _values(tree: Any) -> int:
+    if isinstance(tree, dict):
+        return 1 + sum(_values(v) for v in tree.values())
+    if isinstance(tree, list):
+        return 1 + sum(_values(v) for v in tree)
+    return 1
+
+
+def rules_seen(
+    src: LocatedYaml, tree: Mapping[Path, list[LocatedYaml]], defs: Mapping[str, RuleDef]
+) -> list[str]:
+    """The named rules ``src`` may use: its own and those of the files it includes, directly or not
+    (``tree``: each file with everything it includes, as ``read_tree`` leaves it)."""
+    reach = {f.path for f in tree.get(Path(src.path), [src])}
+    return sorted(name for name, d in defs.items() if d.src.path in reach)

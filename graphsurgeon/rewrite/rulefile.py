@@ -5,14 +5,16 @@ declares variables (``${name}`` anywhere in a string; ``--set name=value`` overr
 models it reads (param/bin pairs) and checkpoints, one or more graphs — each with an ``interface`` of blob
 names no rule may remove or rename (ncnn has no output list) and ordered rules — and where outputs go.
 Every rule says what it matches, what must hold (``where``), how many matches it expects (``expect``) and
-what it does. Validation errors name the YAML file and line.
+what it does. A rule written once in the top-level ``rules:`` (``RuleDefinition``) runs wherever a graph's
+rules say ``use: NAME`` (``RuleUse``), each use with its own ``expect``. Validation errors name the YAML
+file and line.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, PrivateAttr, Tag, model_validator
+from pydantic import Discriminator, Field, PrivateAttr, StringConstraints, Tag, model_validator
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.rewrite.actions import AnyAction
@@ -99,19 +101,51 @@ class PatternSpec(StrictModel):
         return self._compiled
 
 
+#: A rule's name: what reports, provenance, ``--explain`` and ``use:`` call it.
+RULE_NAME = r"^[A-Za-z0-9_.-]+$"
+#: A used rule's own variable: a name a ``${…}`` expression can read.
+RULE_VAR = r"^[A-Za-z_][A-Za-z0-9_]*$"
+#: What ``match`` takes: a layer selector, or a pattern.
+Match = Annotated[
+    Annotated[Selector, Tag("selector")] | Annotated[PatternSpec, Tag("pattern")],
+    Discriminator(lambda v: "pattern" if _has(v, "pattern") else "selector"),
+]
+_WHEN = "run the rule only when this holds, e.g. ${rope == 'explicit'}"
+_DO = "the actions; none makes the rule a check of its expect count"
+
+
 class Rule(StrictModel):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(pattern=RULE_NAME)
     description: str = ""
-    match: Annotated[
-        Annotated[Selector, Tag("selector")] | Annotated[PatternSpec, Tag("pattern")],
-        Discriminator(lambda v: "pattern" if _has(v, "pattern") else "selector"),
-    ]
-    when: bool = Field(
-        default=True, description="run the rule only when this holds, e.g. ${rope == 'explicit'}"
-    )
+    match: Match
+    when: bool = Field(default=True, description=_WHEN)
     expect: Expect
-    do: list[AnyAction] = Field(
-        default_factory=list, description="the actions; none makes the rule a check of its expect count"
+    do: list[AnyAction] = Field(default_factory=list, description=_DO)
+
+
+class RuleDefinition(StrictModel):
+    """A rule written once in the top-level ``rules:`` (its key is its name) and run wherever a graph's
+    rule list says ``use: NAME``, each use with its own ``expect``. ``vars`` are the rule's own variables
+    with their defaults: its ``${…}`` read them before the file's, and a use may set them."""
+
+    vars: dict[Annotated[str, StringConstraints(pattern=RULE_VAR)], str | int | float | bool] = Field(
+        default_factory=dict, description="the rule's own variables and their defaults (a use may set them)"
+    )
+    description: str = ""
+    match: Match
+    when: bool = Field(default=True, description=_WHEN)
+    do: list[AnyAction] = Field(default_factory=list, description=_DO)
+
+
+class RuleUse(StrictModel):
+    """An entry of a graph's rules that runs ``rules.NAME`` (of this file or a file it includes) as a rule
+    named NAME, with this use's own ``expect`` and values for the rule's ``vars``. The loader turns it into
+    a ``Rule``: a loaded ``GraphSpec`` holds none (it is in the JSON Schema for editors)."""
+
+    use: str = Field(pattern=RULE_NAME, description="the name of a rule in a `rules:` section")
+    expect: Expect
+    vars: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="values for the rule's own vars (those it declares)"
     )
 
 
@@ -120,7 +154,7 @@ class PassStep(StrictModel):
     are neither read nor interface), merge chained Splits, re-sort topologically, or extract the subgraph
     between given blobs (``inputs`` become Input layers; only what ``outputs`` need is kept)."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(pattern=RULE_NAME)
     pass_: Literal["insert_splits", "remove_dead", "merge_splits", "toposort", "extract"] = Field(
         alias="pass"
     )
@@ -168,10 +202,14 @@ class RuleFile(StrictModel):
     description: str = ""
     include: list[str] = Field(
         default_factory=list,
-        description="rule files whose vars, inputs, graphs and side files this one "
-        "inherits (its own entries win); paths relative to this file",
+        description="rule files whose vars, inputs, graphs, side files and named rules this one "
+        "inherits (its own entries win; a rule name is defined once); paths relative to this file",
     )
     vars: dict[str, str | int | float | bool | PathVar] = Field(default_factory=dict)
+    rules: dict[Annotated[str, StringConstraints(pattern=RULE_NAME)], RuleDefinition] = Field(
+        default_factory=dict,
+        description="named rules, each run where a graph's rules say `use: NAME` (with that use's expect)",
+    )
     source: Source | None = None
     inputs: dict[str, ModelInput] = Field(default_factory=dict)
     checkpoints: dict[str, CheckpointInput] = Field(default_factory=dict)

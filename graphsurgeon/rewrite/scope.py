@@ -152,11 +152,13 @@ class Scope:
         """Every variable's value (facts a variable needs are read)."""
         return {name: self.var(name) for name in self._defs}
 
-    def _env(self) -> Mapping[str, Any]:
+    def _env(self, local: Mapping[str, Any]) -> Mapping[str, Any]:
         scope = self
 
         class Env(Mapping[str, Any]):
             def __getitem__(self, key: str) -> Any:
+                if key in local:
+                    return local[key]
                 if key in scope._defs:
                     return scope.var(key)
                 if key in scope._facts:
@@ -166,22 +168,24 @@ class Scope:
                 raise KeyError(key)
 
             def __iter__(self) -> Iterator[str]:
-                return iter([*scope._defs, *scope._facts])
+                return iter(dict.fromkeys([*local, *scope._defs, *scope._facts]))
 
             def __len__(self) -> int:
-                return len(scope._defs) + len(scope._facts)
+                return len(dict.fromkeys([*local, *scope._defs, *scope._facts]))
 
         return Env()
 
-    def evaluate(self, expr: str, where: str) -> Any:
-        """The value of one ``${expr}``; errors name ``where`` and the expression."""
+    def evaluate(self, expr: str, where: str, local: Mapping[str, Any] | None = None) -> Any:
+        """The value of one ``${expr}``; errors name ``where`` and the expression. ``local`` holds values
+        that hide the variables of the same name here only (a used rule's own ``vars``); the variables
+        themselves are always computed without them."""
         try:
-            return evaluate(expr, self._env())
+            return evaluate(expr, self._env(local or {}))
         except CatalogError as err:
             message = str(err)
             unknown = re.search(r"unknown name '([^']+)'", message)
             if unknown:
-                known = ", ".join(sorted(self._defs)) or "none"
+                known = ", ".join(sorted({*self._defs, *(local or {})})) or "none"
                 facts = ", ".join(sorted(self._facts)) or "none"
                 message = (
                     f"unknown variable ${{{unknown.group(1)}}} (define it in vars or --set; "
@@ -189,23 +193,27 @@ class Scope:
                 )
             raise RuleFileError(f"{where}: {message}") from None
 
-    def render(self, value: Any, where: str) -> Any:
-        """A YAML scalar with its ``${…}`` templates evaluated (other values are returned as they are)."""
+    def render(self, value: Any, where: str, local: Mapping[str, Any] | None = None) -> Any:
+        """A YAML scalar with its ``${…}`` templates evaluated (other values are returned as they are);
+        ``local`` as for ``evaluate``."""
         if not isinstance(value, str) or "${" not in value:
             return value
         whole = TEMPLATE.fullmatch(value.strip())
         if whole is not None:
-            return self.evaluate(whole.group(1), where)
-        return TEMPLATE.sub(lambda m: _text(self.evaluate(m.group(1), where)), value)
+            return self.evaluate(whole.group(1), where, local)
+        return TEMPLATE.sub(lambda m: _text(self.evaluate(m.group(1), where, local)), value)
 
-    def substitute(self, value: Any, src: LocatedYaml, loc: tuple[Any, ...]) -> Any:
-        """``render`` every string in a YAML tree (mapping keys stay as written)."""
+    def substitute(
+        self, value: Any, src: LocatedYaml, loc: tuple[Any, ...], local: Mapping[str, Any] | None = None
+    ) -> Any:
+        """``render`` every string in a YAML tree (mapping keys stay as written); ``local`` as for
+        ``evaluate``."""
         if isinstance(value, str):
-            return self.render(value, src.where(loc))
+            return self.render(value, src.where(loc), local)
         if isinstance(value, dict):
-            return {k: self.substitute(v, src, (*loc, k)) for k, v in value.items()}
+            return {k: self.substitute(v, src, (*loc, k), local) for k, v in value.items()}
         if isinstance(value, list):
-            return [self.substitute(v, src, (*loc, i)) for i, v in enumerate(value)]
+            return [self.substitute(v, src, (*loc, i), local) for i, v in enumerate(value)]
         return value
 
 
