@@ -34,6 +34,7 @@ REAL_LLM = TextConfig(
     rope_theta=1_000_000.0,
     vocab_size=151936,
     tie_word_embeddings=True,
+    max_position_embeddings=40960,
 )
 TOKENS = 256
 CHANGE = 1e-4
