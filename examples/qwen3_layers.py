@@ -196,6 +196,13 @@ class Qwen3Body(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
 
 
+def lm_head(cfg: TextConfig, device: Device = None) -> nn.Linear | None:
+    """HF's bias-free ``lm_head``; None when ``tie_word_embeddings`` (the embedding matrix is the head)."""
+    if cfg.tie_word_embeddings:
+        return None
+    return nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, device=device)
+
+
 @dataclass
 class KVCache:
     """Every layer's k and v so far (empty before the first step)."""

@@ -33,6 +33,7 @@ from examples.qwen3_layers import (
     RMSNorm,
     inverse_frequencies,
     layer_stack,
+    lm_head,
     rope_tables,
     run_layers,
     visible_keys,
@@ -153,12 +154,7 @@ class PenguinVL(nn.Module):
         super().__init__()
         self.config = cfg
         self.model = PenguinBody(cfg, device)
-        text = cfg.text
-        self.lm_head = (
-            None
-            if text.tie_word_embeddings
-            else nn.Linear(text.hidden_size, text.vocab_size, bias=False, device=device)
-        )
+        self.lm_head = lm_head(cfg.text, device)
 
     @property
     def text_config(self) -> TextConfig:

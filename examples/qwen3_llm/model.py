@@ -45,7 +45,7 @@ from torch import nn
 
 from examples.layer_count import check_layer_count
 from examples.qwen3_config import TextConfig
-from examples.qwen3_layers import Device, KVCache, Qwen3Body, causal_mask, rope_tables, run_layers
+from examples.qwen3_layers import Device, KVCache, Qwen3Body, causal_mask, lm_head, rope_tables, run_layers
 from graphsurgeon.formats.safetensors import Checkpoint, CheckpointError
 
 from .config import load_config
@@ -58,11 +58,7 @@ class Qwen3ForCausalLM(nn.Module):
         super().__init__()
         self.config = cfg
         self.model = Qwen3Body(cfg, device)
-        self.lm_head = (
-            None
-            if cfg.tie_word_embeddings
-            else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, device=device)
-        )
+        self.lm_head = lm_head(cfg, device)
 
     @property
     def lm_head_weight(self) -> torch.Tensor:
