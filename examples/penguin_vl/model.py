@@ -51,9 +51,9 @@ class PenguinInputError(GsurgError):
 def vision_rope_tables(grid_h: int, grid_w: int, cfg: VisionConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """2-D RoPE for a ``grid_h x grid_w`` grid of patches in raster order (patch ``p = r*grid_w + c``):
     cos and sin ``[grid_h*grid_w, head_dim]``, the first half of each row holding ``r * f_i`` and the second
-    ``c * f_i``, the same ``head_dim/2`` frequencies (base: the vision ``rope_theta``) for both axes. The
-    halves differ when row != column, so ``rope_explicit``'s pair map is then not a rotation (as for the
-    1-D tables, whose halves are equal)."""
+    ``c * f_i``, the same ``head_dim/2`` frequencies (base: the vision ``rope_theta``) for both axes. Unlike
+    the 1-D tables, whose halves are equal, the halves differ when row != column, so the map of a pair
+    ``(x_i, x_{i+head_dim/2})`` is then not a rotation."""
     inv = inverse_frequencies(cfg.head_dim, cfg.rope_theta)[None, :]
     rows = torch.arange(grid_h, dtype=torch.int64).repeat_interleave(grid_w).to(torch.float32)[:, None]
     cols = torch.arange(grid_w, dtype=torch.int64).repeat(grid_h).to(torch.float32)[:, None]
