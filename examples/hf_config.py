@@ -11,7 +11,8 @@ example: the RoPE base in either config style and the EOS ids from whichever fil
   No EOS anywhere is allowed and gives ``()``: generation then stops at its token budget only.
 
 ``dtype`` (5.x) and ``torch_dtype`` (4.x) are not read: every tensor carries its own dtype in the
-safetensors header. Every error is a ``CheckpointError`` (one line naming the file and key, exit 2).
+safetensors header. ``integer``, ``positive`` and ``boolean`` read one key of a config the same way for
+every example. Every error is a ``CheckpointError`` (one line naming the file and key, exit 2).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from graphsurgeon.formats.safetensors import JSON_FILE_LIMIT, CheckpointError
 from graphsurgeon.input_files import read_json_input
@@ -30,6 +31,14 @@ TOKENIZER = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 
 
+INT_LIMIT = 2**31
+"""Sizes and ids are below this: the C++ runtime and ncnn read them as 32-bit ints."""
+
+
+@overload
+def read_json(path: Path, *, required: Literal[True] = True) -> dict[str, Any]: ...
+@overload
+def read_json(path: Path, *, required: bool) -> dict[str, Any] | None: ...
 def read_json(path: Path, *, required: bool = True) -> dict[str, Any] | None:
     """The JSON object in ``path``; ``None`` for a missing file when not ``required``. An unreadable or
     malformed file is one ``CheckpointError`` naming it."""
@@ -41,6 +50,32 @@ def read_json(path: Path, *, required: bool = True) -> dict[str, Any] | None:
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path}: not a JSON object")
     return raw
+
+
+def integer(raw: Mapping[str, Any], key: str, where: str, minimum: int = 1) -> int:
+    """``raw[key]`` as an int from ``minimum`` (default 1) to below ``INT_LIMIT`` (true and false are not
+    integers here)."""
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < INT_LIMIT:
+        wanted = "a positive integer" if minimum == 1 else f"an integer >= {minimum} and"
+        raise CheckpointError(f"{where}: {key} must be {wanted} below 2^31, not {value!r}")
+    return value
+
+
+def positive(raw: Mapping[str, Any], key: str, where: str) -> float:
+    """``raw[key]`` as a float above 0 (an int is widened; true and false are refused)."""
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise CheckpointError(f"{where}: {key} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def boolean(raw: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
+    """``raw[key]``, ``default`` when absent; anything but true or false is refused."""
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise CheckpointError(f"{where}: {key} must be true or false, not {value!r}")
+    return value
 
 
 def _theta(value: Any, key: str, where: str) -> float:
@@ -100,7 +135,6 @@ def token_content(value: Any) -> str | None:
 def token_ids(folder: Path) -> dict[str, int]:
     """Every token string of ``folder/tokenizer.json`` with its id (added tokens override the vocab)."""
     tok = read_json(folder / TOKENIZER)
-    assert tok is not None
     ids: dict[str, int] = {}
     model = tok.get("model")
     if isinstance(model, Mapping) and isinstance(model.get("vocab"), Mapping):

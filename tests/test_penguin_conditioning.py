@@ -1,7 +1,7 @@
 """The real-dimension benchmark checkpoint (``benchmarks/bench_penguin_vl.py``) must be well conditioned, or
 ``gsurg verify`` cannot judge a conversion of it: a small change of a layer's input must stay small.
 
-Measured with the fp32 reference's own layer (``examples/penguin_vl/layers.py``) at Penguin-VL-2B's LLM
+Measured with the fp32 reference's own layer (``examples/qwen3_layers.py``) at Penguin-VL-2B's LLM
 dimensions (hidden 2048, 16 / 8 heads of 128, intermediate 6144), weights drawn by
 ``make_tiny.real_dims_tensor`` exactly as the benchmark draws them: a causal prompt of 256 rows at the
 embedding gain, and the same prompt changed by 1e-4 of its largest value. The growth of that change (largest
@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from examples.penguin_vl.checkpoint import layer_shapes
-from examples.penguin_vl.config import TextConfig
-from examples.penguin_vl.layers import Layer, causal_mask, text_rope_tables
 from examples.penguin_vl.make_tiny import real_dims_tensor
+from examples.qwen3_config import TextConfig
+from examples.qwen3_layers import DecoderLayer, rope_tables, visible_keys
 
 REAL_LLM = TextConfig(
     hidden_size=2048,
@@ -34,6 +34,7 @@ REAL_LLM = TextConfig(
     rope_theta=1_000_000.0,
     vocab_size=151936,
     tie_word_embeddings=True,
+    max_position_embeddings=40960,
 )
 TOKENS = 256
 CHANGE = 1e-4
@@ -61,11 +62,11 @@ def _growth(sharp_attention: bool, pair: torch.Tensor) -> float:
         )
         for index, (name, shape) in enumerate(layer_shapes(prefix, REAL_LLM).items(), start=1)
     }
-    layer = Layer(REAL_LLM, device="meta")
+    layer = DecoderLayer(REAL_LLM, device="meta")
     layer.load_state_dict(tensors, strict=True, assign=True)
-    cos, sin = text_rope_tables(REAL_LLM, 0, TOKENS)
+    cos, sin = rope_tables(REAL_LLM, 0, TOKENS)
     with torch.no_grad():
-        out, _ = layer(pair, cos, sin, causal_mask(0, TOKENS))
+        out, _ = layer(pair, cos, sin, visible_keys(0, TOKENS))
     return _relative(out) / _relative(pair)
 
 

@@ -126,6 +126,23 @@ def test_a_scaled_vision_rope_is_refused_naming_the_key(tmp_path: Path) -> None:
         facts(str(folder))
 
 
+@pytest.mark.parametrize("section", ["llm", "vision"])
+def test_a_sliding_window_layer_is_refused_in_either_stack(tmp_path: Path, section: str) -> None:
+    """transformers' Qwen3 gives a ``sliding_attention`` layer a windowed mask the reference does not build;
+    both stacks are read by the one Qwen3 reader, which names the section."""
+    folder = _copy(tmp_path)
+
+    def slide(raw: dict[str, Any]) -> None:
+        stack = raw if section == "llm" else raw["vision_encoder_config"]
+        stack["layer_types"] = ["full_attention", "sliding_attention"]
+
+    _edit(folder / "config.json", slide)
+    where = f"{folder / 'config.json'}" + ("" if section == "llm" else ": vision_encoder_config")
+    with pytest.raises(CheckpointError) as err:
+        load_files(folder)
+    assert str(err.value) == f"{where}: layer_types other than full_attention are not supported"
+
+
 @pytest.mark.parametrize(
     ("edits", "expected"),
     [

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from examples.layer_count import check_layer_count
+from examples.qwen3_config import StackConfig
 from graphsurgeon.formats.safetensors import Checkpoint, CheckpointError
 
-from .config import PenguinConfig, StackConfig
+from .config import PenguinConfig
 
 if TYPE_CHECKING:
     import torch

@@ -3,17 +3,19 @@ top level as in a Qwen3 config, the vision encoder inline under ``vision_encoder
 ``image_token_index``, ``eos_token_id``, ``vision_projector_type``, ``vision_hidden_size``),
 ``preprocessor_config.json`` (the image processor), ``tokenizer.json`` / ``tokenizer_config.json`` (the
 special tokens and their ids) and, in the official layout, the encoder's own sub-folder (``vision_folder``:
-its ``config.json`` and ``preprocessor_config.json`` must agree with the top level). EOS ids and the RoPE
-base are read as for any HF checkpoint (``examples.hf_config``: both config styles; EOS from
-``generation_config.json``, ``config.json`` or the tokenizer, or none at all).
+its ``config.json`` and ``preprocessor_config.json`` must agree with the top level). The numbers of both
+Qwen3 stacks are read as for any Qwen3 model (``examples.qwen3_config``: the RoPE base in both config
+styles), the EOS ids as for any HF checkpoint (``examples.hf_config``: from ``generation_config.json``,
+``config.json`` or the tokenizer, or none at all).
 
 Nothing here is a constant of the real model: every id and size comes from the folder, and the files are
 checked against each other (``image_token_index`` is the tokenizer's ``<image>``, the EOS of
 ``tokenizer_config.json``, when it names one, is one of the EOS ids, the vision width feeds the
 projector, the patch size of the processor is the encoder's). What the reference does not implement
-(attention bias, RoPE scaling, an activation other than SiLU, a projector other than ``mlp2x_gelu``, a
-merge size other than 1 for images, the training-only ``use_reconstruct``) is refused, naming the file and
-key, never ignored. Every error is a ``CheckpointError`` (a ``GsurgError``: one line, exit 2).
+(attention bias, RoPE scaling, sliding-window layers, an activation other than SiLU, a projector other
+than ``mlp2x_gelu``, a merge size other than 1 for images, the training-only ``use_reconstruct``) is
+refused, naming the file and key, never ignored. Every error is a ``CheckpointError`` (a ``GsurgError``:
+one line, exit 2).
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from examples.hf_config import eos_token_ids, rope_theta, token_content, token_ids
-from examples.hf_config import read_json as _read_json
+from examples.hf_config import boolean, eos_token_ids, integer, positive, read_json, token_content, token_ids
+from examples.qwen3_config import StackConfig, TextConfig, llm_facts, stack_fields, text_config
 from graphsurgeon.formats.safetensors import CheckpointError
 
 CONFIG = "config.json"
@@ -36,29 +38,6 @@ IMAGE_TOKEN = "<image>"
 
 
 @dataclass(frozen=True)
-class StackConfig:
-    """One Qwen3-style layer stack: the LLM, or the bidirectional vision encoder."""
-
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    rms_norm_eps: float
-    rope_theta: float
-
-    @property
-    def q_width(self) -> int:
-        """``heads * head_dim``; independent of hidden_size (real vision encoder: 16 * 128 = 2048 > 1024)."""
-        return self.num_attention_heads * self.head_dim
-
-    @property
-    def kv_width(self) -> int:
-        return self.num_key_value_heads * self.head_dim
-
-
-@dataclass(frozen=True)
 class VisionConfig(StackConfig):
     patch_size: int
     num_channels: int
@@ -67,13 +46,6 @@ class VisionConfig(StackConfig):
     def patch_dim(self) -> int:
         """Length of one flattened patch, ``channels * patch^2`` (588 for 3 x 14 x 14)."""
         return self.num_channels * self.patch_size * self.patch_size
-
-
-@dataclass(frozen=True)
-class TextConfig(StackConfig):
-    vocab_size: int
-    tie_word_embeddings: bool
-    max_position_embeddings: int | None = None  # None only in a config built by hand
 
 
 @dataclass(frozen=True)
@@ -127,67 +99,11 @@ class CheckpointFiles:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)  # config.json as parsed
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path``; a missing, unreadable or malformed file is one ``CheckpointError``."""
-    raw = _read_json(path)
-    assert raw is not None
-    return raw
-
-
-def _int(raw: Mapping[str, Any], key: str, where: str, minimum: int = 1) -> int:
-    value = raw.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < 2**31:
-        raise CheckpointError(f"{where}: {key} must be an integer >= {minimum} and below 2^31, not {value!r}")
-    return value
-
-
-def _positive(raw: Mapping[str, Any], key: str, where: str) -> float:
-    value = raw.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise CheckpointError(f"{where}: {key} must be a positive number, not {value!r}")
-    return float(value)
-
-
-def _bool(raw: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
-    value = raw.get(key, default)
-    if not isinstance(value, bool):
-        raise CheckpointError(f"{where}: {key} must be true or false, not {value!r}")
-    return value
-
-
-def _stack(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """The numbers shared by both stacks, with what the reference does not implement refused."""
-    if raw.get("attention_bias", False):
-        raise CheckpointError(f"{where}: attention_bias true is not supported (Qwen3 layers have none)")
-    if raw.get("use_sliding_window", False):
-        raise CheckpointError(f"{where}: use_sliding_window true is not supported")
-    if raw.get("hidden_act", "silu") != "silu":
-        raise CheckpointError(f"{where}: hidden_act {raw.get('hidden_act')!r} is not supported (only silu)")
-    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
-    out: dict[str, Any] = {key: _int(raw, key, where) for key in keys}
-    heads = out["num_attention_heads"]
-    kv_heads = _int(raw, "num_key_value_heads", where) if "num_key_value_heads" in raw else heads
-    if heads % kv_heads:
-        raise CheckpointError(
-            f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
-        )
-    head_dim = _int(raw, "head_dim", where) if "head_dim" in raw else out["hidden_size"] // heads
-    if head_dim % 2:
-        raise CheckpointError(f"{where}: head_dim {head_dim} must be even (RoPE rotates pairs)")
-    out.update(
-        num_key_value_heads=kv_heads,
-        head_dim=head_dim,
-        rms_norm_eps=_positive(raw, "rms_norm_eps", where),
-        rope_theta=rope_theta(raw, where),
-    )
-    return out
-
-
 def vision_from_dict(raw: Mapping[str, Any], where: str) -> VisionConfig:
     return VisionConfig(
-        patch_size=_int(raw, "patch_size", where),
-        num_channels=_int(raw, "num_channels", where),
-        **_stack(raw, where),
+        patch_size=integer(raw, "patch_size", where),
+        num_channels=integer(raw, "num_channels", where),
+        **stack_fields(raw, where),
     )
 
 
@@ -219,18 +135,13 @@ def config_from_dict(raw: Mapping[str, Any], where: str = CONFIG) -> PenguinConf
             f"{where}: vision_encoder_config must be the encoder's settings inline, not {vraw!r}"
         )
     vision = vision_from_dict(vraw, f"{where}: vision_encoder_config")
-    text = TextConfig(
-        vocab_size=_int(raw, "vocab_size", where),
-        tie_word_embeddings=_bool(raw, "tie_word_embeddings", where, False),
-        max_position_embeddings=_int(raw, "max_position_embeddings", where),
-        **_stack(raw, where),
-    )
-    if "vision_hidden_size" in raw and _int(raw, "vision_hidden_size", where) != vision.hidden_size:
+    text = text_config(raw, where)
+    if "vision_hidden_size" in raw and integer(raw, "vision_hidden_size", where) != vision.hidden_size:
         raise CheckpointError(
             f"{where}: vision_hidden_size {raw['vision_hidden_size']} differs from "
             f"vision_encoder_config.hidden_size {vision.hidden_size}"
         )
-    image_id = _int(raw, "image_token_index", where, minimum=0)
+    image_id = integer(raw, "image_token_index", where, minimum=0)
     if image_id >= text.vocab_size:
         raise CheckpointError(
             f"{where}: image_token_index {image_id} is outside vocab_size {text.vocab_size}"
@@ -241,9 +152,9 @@ def config_from_dict(raw: Mapping[str, Any], where: str = CONFIG) -> PenguinConf
 def processor_from_dict(raw: Mapping[str, Any], where: str = PREPROCESSOR) -> ImageProcessorConfig:
     """Validate a parsed ``preprocessor_config.json`` (the official keys and defaults)."""
     for key in ("do_resize", "do_rescale", "do_normalize"):
-        if not _bool(raw, key, where, True):
+        if not boolean(raw, key, where, True):
             raise CheckpointError(f"{where}: {key} false is not supported")
-    merge = _int(raw, "merge_size", where) if "merge_size" in raw else 1
+    merge = integer(raw, "merge_size", where) if "merge_size" in raw else 1
     if merge != 1:
         raise CheckpointError(f"{where}: merge_size {merge} is not supported for images (only 1)")
     triples: dict[str, tuple[float, float, float]] = {}
@@ -258,22 +169,22 @@ def processor_from_dict(raw: Mapping[str, Any], where: str = PREPROCESSOR) -> Im
         triples[key] = (float(value[0]), float(value[1]), float(value[2]))
     if any(s <= 0 for s in triples["image_std"]):
         raise CheckpointError(f"{where}: image_std {list(triples['image_std'])} must be positive")
-    resample = _int(raw, "resample", where, minimum=0)
+    resample = integer(raw, "resample", where, minimum=0)
     if resample != 3:
         raise CheckpointError(f"{where}: resample {resample} is not supported (only 3, PIL BICUBIC)")
-    min_tokens, max_tokens = _int(raw, "min_tokens", where), _int(raw, "max_tokens", where)
+    min_tokens, max_tokens = integer(raw, "min_tokens", where), integer(raw, "max_tokens", where)
     if min_tokens > max_tokens:
         raise CheckpointError(f"{where}: min_tokens {min_tokens} exceeds max_tokens {max_tokens}")
     return ImageProcessorConfig(
-        patch_size=_int(raw, "patch_size", where),
+        patch_size=integer(raw, "patch_size", where),
         merge_size=merge,
         min_tokens=min_tokens,
         max_tokens=max_tokens,
         resample=resample,
-        rescale_factor=_positive(raw, "rescale_factor", where),
+        rescale_factor=positive(raw, "rescale_factor", where),
         image_mean=triples["image_mean"],
         image_std=triples["image_std"],
-        do_convert_rgb=_bool(raw, "do_convert_rgb", where, True),
+        do_convert_rgb=boolean(raw, "do_convert_rgb", where, True),
     )
 
 
@@ -378,14 +289,7 @@ def facts(folder: str) -> dict[str, Any]:
     if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int) or pad < 0):
         raise CheckpointError(f"{folder}/{CONFIG}: pad_token_id must be a token id or null, not {pad!r}")
     return {
-        "num_hidden_layers": text.num_hidden_layers,
-        "hidden_size": text.hidden_size,
-        "head_dim": text.head_dim,
-        "rope_theta": text.rope_theta,
-        "vocab_size": text.vocab_size,
-        "max_position_embeddings": text.max_position_embeddings,
-        "tie_word_embeddings": text.tie_word_embeddings,
-        "eos_token_id": list(files.config.eos_token_ids),
+        **llm_facts(text, files.config.eos_token_ids),
         "image_token_index": files.config.image_token_index,
         "pad_token_id": pad,
         "vision_encoder_config": {

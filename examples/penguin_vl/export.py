@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 
-from examples.qwen3_llm.config import Qwen3Config
 from examples.qwen3_llm.export import build as build_llm
 from examples.qwen3_llm.model import Qwen3ForCausalLM
 from graphsurgeon.export.errors import ExportError
@@ -39,21 +38,7 @@ EXAMPLE_GRID = (3, 5)
 
 def text_model(model: PenguinVL) -> Qwen3ForCausalLM:
     """A Qwen3 model whose parameters are the Penguin checkpoint's LLM parameters (shared, not copied)."""
-    text = model.config.text
-    cfg = Qwen3Config(
-        hidden_size=text.hidden_size,
-        intermediate_size=text.intermediate_size,
-        num_hidden_layers=text.num_hidden_layers,
-        num_attention_heads=text.num_attention_heads,
-        num_key_value_heads=text.num_key_value_heads,
-        head_dim=text.head_dim,
-        rms_norm_eps=text.rms_norm_eps,
-        rope_theta=text.rope_theta,
-        vocab_size=text.vocab_size,
-        tie_word_embeddings=text.tie_word_embeddings,
-        max_position_embeddings=1 << 20,
-    )
-    qwen = Qwen3ForCausalLM(cfg, device="meta")
+    qwen = Qwen3ForCausalLM(model.config.text, device="meta")
     ours = dict(model.named_parameters())
     wanted = {name: ours[name] for name, _ in qwen.named_parameters()}
     qwen.load_state_dict(wanted, strict=True, assign=True)

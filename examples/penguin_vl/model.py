@@ -3,15 +3,16 @@ exposed for a stage-by-stage comparison, and greedy generation with a KV cache.
 
 Pipeline for one image of ``grid_h x grid_w`` patches (``N = grid_h*grid_w``): ``pixel_values [N, 588]`` ->
 patch embed (the official Conv2d 14/14 with bias on each patch viewed as ``[3,14,14]``) -> the vision
-layers (bidirectional, 2-D RoPE, ``layers.py``) -> the final RMSNorm (the encoder's output is taken after
-it) -> merge (an identity for images: merge size 1) -> projector ``Linear -> GELU(erf) -> Linear`` ->
-written over the rows of the ``<image>`` tokens of the embedded prompt, in order -> the Qwen3 LLM
+layers (bidirectional, 2-D RoPE: ``vision_rope_tables``) -> the final RMSNorm (the encoder's output is
+taken after it) -> merge (an identity for images: merge size 1) -> projector ``Linear -> GELU(erf) ->
+Linear`` -> written over the rows of the ``<image>`` tokens of the embedded prompt, in order -> the Qwen3 LLM
 (causal, 1-D RoPE over positions ``0..L-1``, image tokens included) -> lm_head (the embedding matrix when
 tied) -> greedy tokens until an EOS id of ``config.json`` or the token budget. Several images are each
 encoded on their own (attention stays within an image) and their features concatenated.
 
-The LLM half is written here, small, because ``examples/qwen3_llm`` (whose export this model's decoder
-will reuse) is not merged yet; it is the same Qwen3 math and the same ``model.layers.{i}`` names.
+Both stacks are made of the Qwen3 layers every Qwen3 example shares (``examples.qwen3_layers``: the
+decoder layer, the 1-D RoPE tables of the LLM, the causal mask, the KV cache), with the same
+``model.layers.{i}`` names as a Qwen3 LLM, whose export (``examples/qwen3_llm``) this model's LLM reuses.
 
 ``parts.py`` holds the batch-1 sub-modules the export traces.
 """
@@ -25,15 +26,39 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from examples.qwen3_layers import (
+    Device,
+    KVCache,
+    Qwen3Body,
+    RMSNorm,
+    inverse_frequencies,
+    layer_stack,
+    lm_head,
+    rope_tables,
+    run_layers,
+    visible_keys,
+)
 from graphsurgeon.errors import GsurgError
 
 from .checkpoint import load_tensors
 from .config import CheckpointFiles, PenguinConfig, TextConfig, VisionConfig, load_files
-from .layers import Cache, Device, Layer, RMSNorm, causal_mask, text_rope_tables, vision_rope_tables
 
 
 class PenguinInputError(GsurgError):
     """Inputs the reference cannot run: image features that do not fill the ``<image>`` tokens, a bad grid."""
+
+
+def vision_rope_tables(grid_h: int, grid_w: int, cfg: VisionConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """2-D RoPE for a ``grid_h x grid_w`` grid of patches in raster order (patch ``p = r*grid_w + c``):
+    cos and sin ``[grid_h*grid_w, head_dim]``, the first half of each row holding ``r * f_i`` and the second
+    ``c * f_i``, the same ``head_dim/2`` frequencies (base: the vision ``rope_theta``) for both axes. Unlike
+    the 1-D tables, whose halves are equal, the halves differ when row != column, so the map of a pair
+    ``(x_i, x_{i+head_dim/2})`` is then not a rotation."""
+    inv = inverse_frequencies(cfg.head_dim, cfg.rope_theta)[None, :]
+    rows = torch.arange(grid_h, dtype=torch.int64).repeat_interleave(grid_w).to(torch.float32)[:, None]
+    cols = torch.arange(grid_w, dtype=torch.int64).repeat(grid_h).to(torch.float32)[:, None]
+    angles = torch.cat((rows * inv, cols * inv), dim=-1)
+    return angles.cos(), angles.sin()
 
 
 class VisionEmbeddings(nn.Module):
@@ -57,7 +82,7 @@ class VisionStack(nn.Module):
 
     def __init__(self, cfg: VisionConfig, device: Device = None) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(Layer(cfg, device) for _ in range(cfg.num_hidden_layers))
+        self.layers = layer_stack(cfg, device)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
 
 
@@ -89,17 +114,13 @@ class Projector(nn.Module):
         return self.readout(x)
 
 
-class PenguinBody(nn.Module):
+class PenguinBody(Qwen3Body):
     """The official ``model.*``: the LLM's embedding, layers and norm, the vision tower and projector."""
 
     def __init__(self, cfg: PenguinConfig, device: Device = None) -> None:
-        super().__init__()
-        text = cfg.text
-        self.embed_tokens = nn.Embedding(text.vocab_size, text.hidden_size, device=device)
-        self.layers = nn.ModuleList(Layer(text, device) for _ in range(text.num_hidden_layers))
-        self.norm = RMSNorm(text.hidden_size, text.rms_norm_eps, device)
+        super().__init__(cfg.text, device)
         self.vision_encoder = VisionTower(cfg.vision, device)
-        self.vision_projector = Projector(cfg.vision.hidden_size, text.hidden_size, device)
+        self.vision_projector = Projector(cfg.vision.hidden_size, cfg.text.hidden_size, device)
 
 
 @dataclass
@@ -111,15 +132,6 @@ class VisionStages:
     layers: list[torch.Tensor]  # the output of each encoder layer (before the final norm)
     encoder: torch.Tensor  # after the final norm (= after the merge, an identity for images)
     projector: torch.Tensor
-
-
-@dataclass
-class KVCache:
-    layers: list[Cache] = field(default_factory=list)
-
-    @property
-    def length(self) -> int:
-        return int(self.layers[0][0].shape[2]) if self.layers else 0
 
 
 @dataclass
@@ -142,12 +154,7 @@ class PenguinVL(nn.Module):
         super().__init__()
         self.config = cfg
         self.model = PenguinBody(cfg, device)
-        text = cfg.text
-        self.lm_head = (
-            None
-            if text.tie_word_embeddings
-            else nn.Linear(text.hidden_size, text.vocab_size, bias=False, device=device)
-        )
+        self.lm_head = lm_head(cfg.text, device)
 
     @property
     def text_config(self) -> TextConfig:
@@ -200,12 +207,9 @@ class PenguinVL(nn.Module):
     def decode(self, embeds: torch.Tensor, cache: KVCache) -> tuple[torch.Tensor, KVCache]:
         """``embeds [T, C]`` at positions ``cache.length ..`` -> hidden after the final norm ``[T, C]``."""
         start, length = cache.length, int(embeds.shape[0])
-        cos, sin = text_rope_tables(self.config.text, start, length)
-        mask = causal_mask(start, length)
-        hidden, grown = embeds[None], KVCache()
-        for i, layer in enumerate(self.model.layers):
-            hidden, kv = layer(hidden, cos, sin, mask, cache.layers[i] if cache.layers else None)
-            grown.layers.append(kv)
+        cos, sin = rope_tables(self.config.text, start, length)
+        mask = visible_keys(start, length)
+        hidden, grown = run_layers(self.model.layers, embeds[None], cos, sin, mask, cache)
         return self.model.norm(hidden)[0], grown
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

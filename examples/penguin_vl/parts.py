@@ -20,8 +20,9 @@ from typing import Literal
 import torch
 from torch import nn
 
-from .layers import rope_explicit, rope_fused, vision_rope_tables
-from .model import PenguinVL
+from examples.qwen3_layers import rope_explicit, rope_fused
+
+from .model import PenguinVL, vision_rope_tables
 
 RopeForm = Literal["fused", "explicit"]
 

@@ -2,10 +2,11 @@
 conversion is checked against, and the three sub-modules that are exported to ncnn through pnnx.
 
 Parameter names are HF transformers' Qwen3 names (``model.layers.{i}.self_attn.q_proj.weight``, ...), so a
-checkpoint folder as transformers writes it loads by name (``load_model``). The math is HF's:
-RMSNorm with the config's eps (also over ``head_dim`` on q and k before RoPE), RoPE as
-``x*cos + rotate_half(x)*sin`` with ``cos/sin = cos/sin(cat(freqs, freqs))``, causal attention through an
-explicit additive mask (0 visible, -1e38 hidden), GQA with k/v kept at the kv-head count, SwiGLU MLP.
+checkpoint folder as transformers writes it loads by name (``load_model``). The math is HF's, in the
+layers every Qwen3 example shares (``examples.qwen3_layers``): RMSNorm with the config's eps (also over
+``head_dim`` on q and k before RoPE), RoPE as ``x*cos + rotate_half(x)*sin`` with
+``cos/sin = cos/sin(cat(freqs, freqs))`` (``rope_tables``), causal attention through an explicit additive
+mask (``causal_mask``: 0 visible, -1e38 hidden), GQA with k/v kept at the kv-head count, SwiGLU MLP.
 
 Exportable sub-modules (every graph input has a leading batch dim 1):
 
@@ -36,7 +37,6 @@ the tiny checkpoints of ``make_tiny``: 2 layers, 4 q heads, 2 kv heads, head_dim
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -44,154 +44,21 @@ import torch.nn.functional as F
 from torch import nn
 
 from examples.layer_count import check_layer_count
+from examples.qwen3_config import TextConfig
+from examples.qwen3_layers import Device, KVCache, Qwen3Body, causal_mask, lm_head, rope_tables, run_layers
 from graphsurgeon.formats.safetensors import Checkpoint, CheckpointError
 
-from .config import Qwen3Config, load_config
-
-MASKED = -1e38
-"""Additive mask value of a hidden key: large and finite (with -inf a fully hidden row gives NaN in ncnn)."""
-
-
-Device = torch.device | str | None
-"""Where parameters are made: ``"meta"`` builds a model without allocating or initializing weights."""
-
-
-class RMSNorm(nn.Module):
-    """``x / sqrt(mean(x^2) + eps) * weight`` over the last dim."""
-
-    def __init__(self, width: int, eps: float, device: Device = None) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(width, device=device))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, (self.weight.shape[0],), self.weight, self.eps)
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-Cache = tuple[torch.Tensor, torch.Tensor]
-"""One layer's k and v after RoPE, ``[1, kv_heads, tokens, head_dim]``."""
-
-
-class Attention(nn.Module):
-    def __init__(self, cfg: Qwen3Config, device: Device = None) -> None:
-        super().__init__()
-        self.heads, self.kv_heads, self.head_dim = (
-            cfg.num_attention_heads,
-            cfg.num_key_value_heads,
-            cfg.head_dim,
-        )
-        self.q_proj = nn.Linear(cfg.hidden_size, cfg.q_width, bias=False, device=device)
-        self.k_proj = nn.Linear(cfg.hidden_size, cfg.kv_width, bias=False, device=device)
-        self.v_proj = nn.Linear(cfg.hidden_size, cfg.kv_width, bias=False, device=device)
-        self.o_proj = nn.Linear(cfg.q_width, cfg.hidden_size, bias=False, device=device)
-        self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, device)
-        self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, device)
-
-    def forward(
-        self, x: torch.Tensor, mask: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, past: Cache | None
-    ) -> tuple[torch.Tensor, Cache]:
-        """``x [1,T,H]``, ``mask [1,T,past+T]``, ``cos/sin [1,T,D]`` -> ``[1,T,H]`` and the updated cache.
-
-        cos/sin and the mask broadcast over the heads through their batch dim 1 (HF unsqueezes them to
-        ``[1,1,T,·]``: same numbers, but pnnx then writes an ExpandDims before every RotaryEmbed and SDPA)."""
-        b, t = x.shape[0], x.shape[1]
-        q = self.q_norm(self.q_proj(x).view(b, t, self.heads, self.head_dim)).transpose(1, 2)
-        k = self.k_norm(self.k_proj(x).view(b, t, self.kv_heads, self.head_dim)).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        if past is not None:
-            k = torch.cat((past[0], k), dim=2)
-            v = torch.cat((past[1], v), dim=2)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
-        out = out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)
-        return self.o_proj(out), (k, v)
-
-
-class MLP(nn.Module):
-    def __init__(self, cfg: Qwen3Config, device: Device = None) -> None:
-        super().__init__()
-        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False, device=device)
-        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False, device=device)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False, device=device)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
-class DecoderLayer(nn.Module):
-    def __init__(self, cfg: Qwen3Config, device: Device = None) -> None:
-        super().__init__()
-        self.self_attn = Attention(cfg, device)
-        self.mlp = MLP(cfg, device)
-        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
-        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
-
-    def forward(
-        self, x: torch.Tensor, mask: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, past: Cache | None
-    ) -> tuple[torch.Tensor, Cache]:
-        attn, cache = self.self_attn(self.input_layernorm(x), mask, cos, sin, past)
-        x = x + attn
-        return x + self.mlp(self.post_attention_layernorm(x)), cache
-
-
-class Qwen3Body(nn.Module):
-    """HF's ``model.*``: the embedding, the layers and the final norm."""
-
-    def __init__(self, cfg: Qwen3Config, device: Device = None) -> None:
-        super().__init__()
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size, device=device)
-        self.layers = nn.ModuleList(DecoderLayer(cfg, device) for _ in range(cfg.num_hidden_layers))
-        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
-
-
-@dataclass
-class KVCache:
-    """Every layer's k and v so far (empty before the first step)."""
-
-    layers: list[Cache] = field(default_factory=list)
-
-    @property
-    def length(self) -> int:
-        return int(self.layers[0][0].shape[2]) if self.layers else 0
-
-
-def rope_tables(cfg: Qwen3Config, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin ``[1, length, head_dim]`` for positions ``start..start+length-1``, computed in float32
-    as HF does (``inv_freq = 1 / theta^(2j/D)``, ``cat(freqs, freqs)``)."""
-    d = cfg.head_dim
-    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
-    positions = torch.arange(start, start + length, dtype=torch.int64).float()
-    freqs = positions[:, None] * inv_freq[None, :]
-    emb = torch.cat((freqs, freqs), dim=-1)[None]
-    return emb.cos(), emb.sin()
-
-
-def causal_mask(start: int, length: int) -> torch.Tensor:
-    """The additive mask ``[1, length, start+length]``: query ``start+i`` sees key ``j`` iff
-    ``j <= start+i``."""
-    q = torch.arange(start, start + length)[:, None]
-    k = torch.arange(start + length)[None, :]
-    return torch.where(k <= q, 0.0, MASKED).to(torch.float32)[None]
+from .config import load_config
 
 
 class Qwen3ForCausalLM(nn.Module):
     """The whole model: ``forward(ids, cache)`` gives logits and the grown cache."""
 
-    def __init__(self, cfg: Qwen3Config, device: Device = None) -> None:
+    def __init__(self, cfg: TextConfig, device: Device = None) -> None:
         super().__init__()
         self.config = cfg
         self.model = Qwen3Body(cfg, device)
-        self.lm_head = (
-            None
-            if cfg.tie_word_embeddings
-            else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, device=device)
-        )
+        self.lm_head = lm_head(cfg, device)
 
     @property
     def lm_head_weight(self) -> torch.Tensor:
@@ -201,11 +68,7 @@ class Qwen3ForCausalLM(nn.Module):
         self, hidden: torch.Tensor, mask: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache
     ) -> tuple[torch.Tensor, KVCache]:
         """The decoder stack with a cache: ``hidden [1,T,H]`` -> normed hidden ``[1,T,H]``."""
-        grown = KVCache()
-        for i, layer in enumerate(self.model.layers):
-            past = cache.layers[i] if cache.layers else None
-            hidden, kv = layer(hidden, mask, cos, sin, past)
-            grown.layers.append(kv)
+        hidden, grown = run_layers(self.model.layers, hidden, cos, sin, mask, cache)
         return self.model.norm(hidden), grown
 
     def forward(self, ids: torch.Tensor, cache: KVCache | None = None) -> tuple[torch.Tensor, KVCache]:
@@ -250,7 +113,7 @@ class DecoderPart(nn.Module):
         self, hidden: torch.Tensor, mask: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
     ) -> torch.Tensor:
         for layer in self.layers:
-            hidden, _ = layer(hidden, mask, cos, sin, None)
+            hidden, _ = layer(hidden, cos, sin, mask, None)
         return self.norm(hidden)
 
 

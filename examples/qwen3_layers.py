@@ -1,28 +1,39 @@
-"""The Qwen3 layer both Penguin-VL stacks are made of, in plain PyTorch (fp32, eager, CPU), and the RoPE
-tables each stack uses.
+"""The Qwen3 decoder layer in plain PyTorch (fp32, eager, CPU), shared by every example built on it: the
+Qwen3 LLM (``examples/qwen3_llm``) and both stacks of Penguin-VL (its LLM, and its vision encoder run
+without a mask). Parameter names are HF transformers' (``self_attn.q_proj``, ``mlp.gate_proj``,
+``input_layernorm``, ...), so a checkpoint loads by name.
 
 A layer is pre-norm: ``x + o_proj(attn(RMSNorm(x)))`` then ``x + down(silu(gate(h)) * up(h))`` with
 ``h = RMSNorm(x)``. q and k get an RMSNorm over ``head_dim`` before RoPE; attention is
-``F.scaled_dot_product_attention`` with scale ``1/sqrt(head_dim)`` and GQA native (query head ``h`` reads kv
-head ``h // group``; k/v are never repeated). The vision encoder runs it without a mask (bidirectional),
-the LLM with a causal mask and a KV cache.
+``F.scaled_dot_product_attention`` with scale ``1/sqrt(head_dim)`` and GQA native (query head ``h`` reads
+kv head ``h // group``; k/v are never repeated).
 
-RoPE is ``x*cos + rotate_half(x)*sin`` on full-width ``[.., T, head_dim]`` tables (``rope_fused``), or the
-same numbers with the halves written out (``rope_explicit``: ``y[:h] = x[:h]*cos[:h] - x[h:]*sin[:h]``,
-``y[h:] = x[h:]*cos[h:] + x[:h]*sin[h:]``), which pnnx does not fuse into ``RotaryEmbed``. With the 1-D
-tables of the LLM both halves of a row are equal; with the 2-D vision tables the first half holds the row
-angle and the second the column angle, so the pair map is not a rotation when row != column.
+The layer takes the RoPE tables as inputs, ``cos``/``sin`` full-width ``[.., T, head_dim]``, and never
+computes positions itself: the 1-D tables of a text model (``rope_tables``), 2-D tables of image patches,
+or per-section mRoPE tables are all just tables. RoPE is ``x*cos + rotate_half(x)*sin`` (``rope_fused``,
+what pnnx fuses into ``RotaryEmbed 0=0``), or the same numbers with the halves written out
+(``rope_explicit``: ``y[:h] = x[:h]*cos[:h] - x[h:]*sin[:h]``, ``y[h:] = x[h:]*cos[h:] + x[:h]*sin[h:]``),
+which pnnx leaves as Slice/BinaryOp/Concat.
+
+The mask is None (every key visible), boolean (True: visible; ``visible_keys``) or additive
+(``causal_mask``: 0 visible, ``MASKED`` hidden, what an exported decoder takes as an input). A layer
+returns its k (after RoPE) and v with the ``past`` ones in front (``Cache``); ``KVCache`` and
+``run_layers`` carry them across the layers of a stack.
+
+What pnnx makes of these layers is in ``examples/qwen3_llm/model.py``'s docstring; the rule files match
+on it, so the order of the ops here is part of the exported graphs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import StackConfig
+from examples.qwen3_config import StackConfig, TextConfig
 
 Device = torch.device | str | None
 """Where parameters are made: ``"meta"`` builds a model without allocating or initialising weights."""
@@ -31,6 +42,10 @@ Cache = tuple[torch.Tensor, torch.Tensor]
 """One layer's k (after RoPE) and v, ``[1, kv_heads, tokens, head_dim]``."""
 
 Rope = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+"""``rope(x, cos, sin)``: ``rope_fused`` or ``rope_explicit``."""
+
+MASKED = -1e38
+"""Additive mask value of a hidden key: large and finite (with -inf a fully hidden row gives NaN in ncnn)."""
 
 
 class RMSNorm(nn.Module):
@@ -71,24 +86,26 @@ def inverse_frequencies(head_dim: int, theta: float) -> torch.Tensor:
     return 1.0 / (theta**exponents)
 
 
-def text_rope_tables(cfg: StackConfig, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """1-D RoPE: cos and sin ``[1, length, head_dim]`` for positions ``start..start+length-1``; both halves
-    of a row hold the same angles ``pos * f_i``."""
-    freqs = torch.arange(start, start + length, dtype=torch.int64).to(torch.float32)[:, None]
-    angles = freqs * inverse_frequencies(cfg.head_dim, cfg.rope_theta)[None, :]
+def rope_tables(cfg: StackConfig, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """1-D RoPE: cos and sin ``[1, length, head_dim]`` for positions ``start..start+length-1``, in float32 as
+    HF computes them; both halves of a row hold the same angles ``pos * f_i`` (HF's ``cat(freqs, freqs)``)."""
+    positions = torch.arange(start, start + length, dtype=torch.int64).to(torch.float32)[:, None]
+    angles = positions * inverse_frequencies(cfg.head_dim, cfg.rope_theta)[None, :]
     emb = torch.cat((angles, angles), dim=-1)[None]
     return emb.cos(), emb.sin()
 
 
-def vision_rope_tables(grid_h: int, grid_w: int, cfg: StackConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """2-D RoPE for a ``grid_h x grid_w`` grid of patches in raster order (patch ``p = r*grid_w + c``):
-    cos and sin ``[grid_h*grid_w, head_dim]``, the first half of each row holding ``r * f_i`` and the second
-    ``c * f_i``, the same ``head_dim/2`` frequencies (base: the vision ``rope_theta``) for both axes."""
-    inv = inverse_frequencies(cfg.head_dim, cfg.rope_theta)[None, :]
-    rows = torch.arange(grid_h, dtype=torch.int64).repeat_interleave(grid_w).to(torch.float32)[:, None]
-    cols = torch.arange(grid_w, dtype=torch.int64).repeat(grid_h).to(torch.float32)[:, None]
-    angles = torch.cat((rows * inv, cols * inv), dim=-1)
-    return angles.cos(), angles.sin()
+def visible_keys(start: int, length: int) -> torch.Tensor:
+    """The boolean causal mask ``[1, length, start+length]``: the query at ``start+i`` sees key ``j`` iff
+    ``j <= start+i``."""
+    queries = torch.arange(start, start + length)[:, None]
+    keys = torch.arange(start + length)[None, :]
+    return (keys <= queries)[None]
+
+
+def causal_mask(start: int, length: int) -> torch.Tensor:
+    """``visible_keys`` as an additive float32 mask: 0 where visible, ``MASKED`` where hidden."""
+    return torch.where(visible_keys(start, length), 0.0, MASKED).to(torch.float32)
 
 
 class Attention(nn.Module):
@@ -112,8 +129,11 @@ class Attention(nn.Module):
         past: Cache | None,
         rope: Rope,
     ) -> tuple[torch.Tensor, Cache]:
-        """``x [1,T,H]``, ``cos/sin [1,T,D]`` (broadcast over the heads), ``mask`` None (every key visible)
-        or boolean ``[1,T,past+T]`` (True: visible) -> ``[1,T,H]`` and this layer's grown cache."""
+        """``x [1,T,H]``, ``cos/sin [1,T,D]``, ``mask`` None or ``[1,T,past+T]`` -> ``[1,T,H]`` and this
+        layer's grown cache.
+
+        cos/sin and the mask broadcast over the heads through their batch dim 1 (HF unsqueezes them to
+        ``[1,1,T,·]``: same numbers, but pnnx then writes an ExpandDims before every RotaryEmbed and SDPA)."""
         b, t = x.shape[0], x.shape[1]
         q = self.q_norm(self.q_proj(x).view(b, t, self.heads, self.head_dim)).transpose(1, 2)
         k = self.k_norm(self.k_proj(x).view(b, t, self.kv_heads, self.head_dim)).transpose(1, 2)
@@ -137,7 +157,7 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-class Layer(nn.Module):
+class DecoderLayer(nn.Module):
     """One Qwen3 decoder layer (parameter names as HF's)."""
 
     def __init__(self, cfg: StackConfig, device: Device = None) -> None:
@@ -161,8 +181,51 @@ class Layer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x)), cache
 
 
-def causal_mask(start: int, length: int) -> torch.Tensor:
-    """Boolean ``[1, length, start+length]``: the query at ``start+i`` sees key ``j`` iff ``j <= start+i``."""
-    queries = torch.arange(start, start + length)[:, None]
-    keys = torch.arange(start + length)[None, :]
-    return (keys <= queries)[None]
+def layer_stack(cfg: StackConfig, device: Device = None) -> nn.ModuleList:
+    """``cfg.num_hidden_layers`` decoder layers (HF's ``layers.{i}``)."""
+    return nn.ModuleList(DecoderLayer(cfg, device) for _ in range(cfg.num_hidden_layers))
+
+
+class Qwen3Body(nn.Module):
+    """HF's ``model.*`` of a Qwen3 text model: the embedding, the layers and the final norm."""
+
+    def __init__(self, cfg: TextConfig, device: Device = None) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size, device=device)
+        self.layers = layer_stack(cfg, device)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, device)
+
+
+def lm_head(cfg: TextConfig, device: Device = None) -> nn.Linear | None:
+    """HF's bias-free ``lm_head``; None when ``tie_word_embeddings`` (the embedding matrix is the head)."""
+    if cfg.tie_word_embeddings:
+        return None
+    return nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, device=device)
+
+
+@dataclass
+class KVCache:
+    """Every layer's k and v so far (empty before the first step)."""
+
+    layers: list[Cache] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return int(self.layers[0][0].shape[2]) if self.layers else 0
+
+
+def run_layers(
+    layers: Iterable[nn.Module],
+    hidden: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    mask: torch.Tensor | None,
+    cache: KVCache,
+) -> tuple[torch.Tensor, KVCache]:
+    """``hidden [1,T,H]`` at positions ``cache.length ..`` through every layer, each reading its part of
+    ``cache`` -> the last layer's output (no final norm) and the grown cache."""
+    grown = KVCache()
+    for i, layer in enumerate(layers):
+        hidden, kv = layer(hidden, cos, sin, mask, cache.layers[i] if cache.layers else None)
+        grown.layers.append(kv)
+    return hidden, grown
