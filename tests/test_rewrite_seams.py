@@ -10,7 +10,8 @@ import pytest
 
 from graphsurgeon.cli import main
 from graphsurgeon.rewrite.actions import ACTION_KEYS, ACTION_KINDS, ActionModel
-from graphsurgeon.rewrite.loader import json_schema, load_rule_file
+from graphsurgeon.rewrite.loader import load_rule_file
+from graphsurgeon.rewrite.rulefile import json_schema
 from graphsurgeon.rewrite.yaml_source import RuleFileError
 
 RULES_HEAD = "version: 1\nname: t\ngraphs:\n  main:\n"

@@ -57,7 +57,7 @@ def test_include_cycles_and_errors_name_the_included_file(tmp_path: Path) -> Non
 
 
 def test_the_schema_covers_sources_interfaces_storage_side_files_and_transforms() -> None:
-    from graphsurgeon.rewrite.loader import json_schema
+    from graphsurgeon.rewrite.rulefile import json_schema
 
     schema = json.dumps(json.loads(json_schema()))
     for name in ("Source", "Interface", "StoragePolicy", "SideFile", "GraphOutput", "PathVar"):

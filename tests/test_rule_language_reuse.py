@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from graphsurgeon.cli import main
-from graphsurgeon.rewrite.loader import json_schema, load_rule_file
-from graphsurgeon.rewrite.rulefile import Rule
+from graphsurgeon.rewrite.loader import load_rule_file
+from graphsurgeon.rewrite.rulefile import Rule, json_schema
 from graphsurgeon.rewrite.yaml_source import RuleFileError
 from tests.conftest import REPO
 from tests.rule_language_harness import CHAIN, err_line, write

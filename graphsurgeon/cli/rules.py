@@ -17,7 +17,7 @@ from graphsurgeon.cli.apply_text import (
 from graphsurgeon.cli.common import add_report_options, report_text
 from graphsurgeon.pipeline.apply import explain_rule, run_apply
 from graphsurgeon.progress import Progress
-from graphsurgeon.rewrite.loader import json_schema as rules_json_schema
+from graphsurgeon.rewrite.rulefile import json_schema as rules_json_schema
 
 
 def cmd_apply(args: argparse.Namespace) -> int:

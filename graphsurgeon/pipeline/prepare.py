@@ -27,7 +27,8 @@ from graphsurgeon.export.job import PlainValue
 from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.pipeline.checkpoint_pool import CheckpointPool
 from graphsurgeon.progress import Progress
-from graphsurgeon.rewrite.loader import RuleProgram, code_notice, open_rule_file
+from graphsurgeon.rewrite.loader import RuleProgram, open_rule_file
+from graphsurgeon.rewrite.rule_facts import code_notice
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.sections import ModelInput
 

@@ -1,6 +1,6 @@
-"""Loading a rule file: YAML with line numbers, ``include:`` of other rule files, variables and facts
-(``rewrite.scope``), paths made absolute, and validation against ``rulefile.RuleFile`` with errors that
-name ``file:line`` and what was expected there. Also the JSON Schema behind ``gsurg schema rules``.
+"""Loading a rule file: YAML with line numbers, ``include:`` of other rule files, variables
+(``rewrite.scope``) and facts (``rewrite.rule_facts``), paths made absolute, and validation against
+``rulefile.RuleFile`` with errors that name ``file:line`` and what was expected there.
 
 Loading happens in two steps, because a graph may read facts about the models it rewrites and those may
 first have to be exported: ``open_rule_file`` reads every file, merges them and evaluates the sections that
@@ -21,7 +21,6 @@ provenance and ``--explain`` see an ordinary rule per use.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -32,12 +31,10 @@ from typing import Any, NoReturn
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from graphsurgeon.errors import GsurgError
-from graphsurgeon.formats.safetensors import JSON_FILE_LIMIT
-from graphsurgeon.input_files import read_json_input
-from graphsurgeon.plugins import load_callable
+from graphsurgeon.rewrite.rule_facts import config_fact, input_facts, json_files_fact
 from graphsurgeon.rewrite.rule_tree import RuleDef, read_tree, real_path, rule_defs, rules_seen, var_defs
-from graphsurgeon.rewrite.rulefile import RuleDefinition, RuleFile, RuleUse
-from graphsurgeon.rewrite.scope import JsonFact, LazyFacts, Scope
+from graphsurgeon.rewrite.rulefile import RuleDefinition, RuleFile
+from graphsurgeon.rewrite.scope import Scope
 from graphsurgeon.rewrite.sections import CheckpointInput, ModelInput, Outputs, Source
 from graphsurgeon.rewrite.validation_errors import describe
 from graphsurgeon.rewrite.yaml_source import MAX_VALUES, LocatedYaml, RuleFileError
@@ -48,19 +45,6 @@ _LATE = ("graphs", "side_files")  # evaluated by finish(): they may read facts a
 _BOOL = TypeAdapter(bool)  # a `when` as pydantic reads it ("false", "no", 0 ...)
 _LEADING_VAR = re.compile(r"\s*\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}")
 _USE_KEYS = ("use", "expect", "vars")  # what a `use:` entry may give
-
-
-def json_schema() -> str:
-    """The JSON Schema editors use for completion (``gsurg schema rules``)."""
-    schema = RuleFile.model_json_schema()
-    # a loaded graph holds Rules only (the loader resolves `use:`); the file an editor sees may say `use:`
-    use = RuleUse.model_json_schema(ref_template="#/$defs/{model}")
-    schema["$defs"].update(use.pop("$defs", {}))
-    schema["$defs"]["RuleUse"] = use
-    schema["$defs"]["GraphSpec"]["properties"]["rules"]["items"]["oneOf"].append({"$ref": "#/$defs/RuleUse"})
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "gsurg rule file"
-    return json.dumps(schema, indent=2)
 
 
 #: How deep includes may nest, and how many files one rule file may bring in.
@@ -126,51 +110,6 @@ class RuleProgram:
     def provide_model(self, input_name: str, param: str) -> None:
         """Say where an input's .param is (an export's, once pnnx made it), for ``inputs.<name>`` facts."""
         self.models[input_name] = param
-
-    def _input_facts(self) -> Mapping[str, Any]:
-        names = list(self.sections.inputs)
-
-        def facts(name: str) -> Any:
-            if name not in self.models:
-                raise RuleFileError(f"{self.path}: facts about input {name} are read before it is exported")
-            from graphsurgeon.formats.param_any import read_param  # the grammar, loaded on first use
-
-            graph = read_param(self.models[name])
-            count: dict[str, int] = {}
-            for layer in graph.layers:
-                count[layer.type] = count.get(layer.type, 0) + 1
-            return {"count": _Counts(count), "layer_count": len(graph.layers), "blob_count": len(graph.blobs)}
-
-        return LazyFacts(names, facts)
-
-    def _checkpoint_folder(self, fact: str) -> Path:
-        source = self.sections.source
-        checkpoint = source.checkpoint if source is not None else None
-        if not checkpoint:
-            raise RuleFileError(f"{self.path}: `{fact}` facts need source.checkpoint (a checkpoint folder)")
-        return Path(checkpoint)
-
-    def _config(self) -> Any:
-        """``source.config``'s reading of the checkpoint folder when the rule file names one (a model's own
-        config reader: both config styles, EOS from any file), else ``config.json`` as it is."""
-        folder = self._checkpoint_folder("config")
-        reader = self.sections.source.config if self.sections.source is not None else None
-        if not reader:
-            return _read_json(folder / "config.json")
-        if self.notice is not None:
-            self.notice(code_notice(self.path, f"its config reader {reader} (source.config)"))
-        value = load_callable(reader, Path(self.path).parent, what="source.config", error=RuleFileError)(
-            str(folder)
-        )
-        if not isinstance(value, Mapping):
-            raise RuleFileError(f"source.config {reader!r}: returned a {type(value).__name__}, not a mapping")
-        return JsonFact(value, f"{folder} (as {reader} reads it)")
-
-    def _json_files(self) -> Mapping[str, Any]:
-        folder = self._checkpoint_folder("json")
-        names = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
-        where = f"the JSON files of {folder}"
-        return LazyFacts(names, lambda stem: _read_json(folder / f"{stem}.json"), where)
 
     def calibrated_inputs(self) -> set[str]:
         """The inputs some graph's ``storage.calibrate`` will run on, as far as it can be told before the
@@ -313,22 +252,6 @@ def _has_use(value: Any) -> bool:
     return isinstance(value, dict) and "use" in value
 
 
-def _read_json(path: Path) -> Any:
-    """A checkpoint's JSON file as a fact (an object remembers its file, for errors)."""
-    value = read_json_input(path, limit=JSON_FILE_LIMIT, what="a checkpoint's JSON file", error=RuleFileError)
-    return JsonFact(value, str(path)) if isinstance(value, dict) else value
-
-
-class _Counts(dict[str, int]):
-    """Layer counts by type; a type the model does not use counts 0."""
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str)
-
-    def __missing__(self, key: str) -> int:
-        return 0
-
-
 def _merge(
     data: dict[str, Any],
     section: str,
@@ -375,14 +298,6 @@ def _merge(
         origins[(section,)] = src
 
 
-def code_notice(rule_path: str, what: str) -> str:
-    """What a user is told before Python code a rule file's ``source:`` names runs."""
-    return (
-        f"{rule_path}: running {what}: Python code with your permissions; a rule file without source: runs "
-        "no code"
-    )
-
-
 def open_rule_file(
     path: str,
     overrides: Mapping[str, str] | None = None,
@@ -401,9 +316,9 @@ def open_rule_file(
     overrides = dict(overrides or {})
     scope = Scope(var_defs(files, overrides, here))
     program = RuleProgram(path, files, scope, {}, set(overrides), here, notice=notice, tree=tree)
-    scope.add_fact("config", program._config)
-    scope.add_fact("json", program._json_files)
-    scope.add_fact("inputs", program._input_facts)
+    scope.add_fact("config", lambda: config_fact(program))
+    scope.add_fact("json", lambda: json_files_fact(program))
+    scope.add_fact("inputs", lambda: input_facts(program))
     program.rule_defs = rule_defs(files, var_defs(files, {}, here), ("config", "json", "inputs"))
     for d in program.rule_defs.values():
         program.origins[("rules", d.name)] = d.src

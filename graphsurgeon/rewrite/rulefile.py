@@ -12,6 +12,7 @@ file and line.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, PrivateAttr, StringConstraints, Tag, model_validator
@@ -246,3 +247,16 @@ class RuleFile(StrictModel):
                     raise ValueError(f"side file {path} is also written by {by}")
                 outputs[path] = ""
         return self
+
+
+def json_schema() -> str:
+    """The JSON Schema editors use for completion (``gsurg schema rules``)."""
+    schema = RuleFile.model_json_schema()
+    # a loaded graph holds Rules only (the loader resolves `use:`); the file an editor sees may say `use:`
+    use = RuleUse.model_json_schema(ref_template="#/$defs/{model}")
+    schema["$defs"].update(use.pop("$defs", {}))
+    schema["$defs"]["RuleUse"] = use
+    schema["$defs"]["GraphSpec"]["properties"]["rules"]["items"]["oneOf"].append({"$ref": "#/$defs/RuleUse"})
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "gsurg rule file"
+    return json.dumps(schema, indent=2)
