@@ -305,8 +305,8 @@ def readmes(tmp_path_factory: pytest.TempPathFactory) -> Readmes:
 
 @pytest.mark.parametrize(
     "readme",
-    [
-        TOP,
+    [  # all but the quick-start guide run pnnx conversions, which `-m "not slow"` leaves out
+        pytest.param(TOP, marks=pytest.mark.slow),
         GUIDES[0],
         pytest.param(GUIDES[1], marks=pytest.mark.slow),
         pytest.param(GUIDES[2], marks=pytest.mark.slow),
