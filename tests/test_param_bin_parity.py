@@ -104,8 +104,8 @@ CASES = [
         ("layer-count",),
     ),
     Case("too-few-blob-slots", text("2 1", IN_X, RELU_XY), header(2, 1) + IN_0 + RELU_01, ("blob-count",)),
-    # ncnn loads a top produced twice and computes wrong numbers (README fault table); text gives the second
-    # y a fresh slot (3 slots), binary reuses index 1 (2 slots)
+    # ncnn loads a top produced twice and computes wrong numbers (the fault table of docs/lint.md); text gives
+    # the second y a fresh slot (3 slots), binary reuses index 1 (2 slots)
     Case(
         "duplicate-top",
         text("3 3", IN_X, RELU_XY, "Sigmoid s 1 1 x y"),
