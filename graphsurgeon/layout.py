@@ -18,9 +18,9 @@ Callers today: the ``axis_from_torch`` action (``rewrite.actions.params``) uses 
 :func:`torch_dim_to_ncnn_axis`. The other conversions (Reshape, MemoryData, Permute, Squeeze, ExpandDims,
 Tile and Crop params, and the inverses that read ncnn params back) have no caller outside the tests yet.
 They stay here and in ``__all__`` on purpose: they are the conventions the design notes put in this one
-module (invariant 8; the layout in docs/architecture.md), each checked against pnnx and the ncnn wheel, for the rules
-and actions that will need them. Moved into the tests, the tests would become a second place that knows
-them.
+module (invariant 8; the layout in docs/architecture.md), each checked against pnnx and the ncnn wheel,
+for the rules and actions that will need them. Moved into the tests, the tests would become a second
+place that knows them.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from graphsurgeon.rewrite.rule_facts import config_fact, input_facts, json_files
 from graphsurgeon.rewrite.rule_tree import RuleDef, read_tree, real_path, rule_defs, rules_seen, var_defs
 from graphsurgeon.rewrite.rulefile import RuleDefinition, RuleFile
 from graphsurgeon.rewrite.scope import Scope
-from graphsurgeon.rewrite.sections import CheckpointInput, ModelInput, Outputs, Source
+from graphsurgeon.rewrite.sections import CheckpointInput, HeaderSections, ModelInput, Outputs, Source
 from graphsurgeon.rewrite.validation_errors import describe
 from graphsurgeon.rewrite.yaml_source import MAX_VALUES, LocatedYaml, RuleFileError
 
@@ -74,17 +74,6 @@ def _resolve(kind: str, value: str, base: Path, where: str) -> str:
     if kind == "template" and "/" not in value and "\0" not in value and not (base / value).exists():
         return value  # a template name in emit/
     return str(real_path(value, base, where))
-
-
-@dataclass
-class HeaderSections:
-    """The sections ``open_rule_file`` evaluates, each validated as soon as it is merged: what ``apply``
-    reads before any export, as the typed objects ``RuleFile`` then holds (never read again as dicts)."""
-
-    source: Source | None = None
-    inputs: dict[str, ModelInput] = field(default_factory=dict)
-    checkpoints: dict[str, CheckpointInput] = field(default_factory=dict)
-    outputs: Outputs | None = None
 
 
 @dataclass

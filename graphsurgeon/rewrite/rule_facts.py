@@ -6,18 +6,25 @@ before Python a rule file names runs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from graphsurgeon.formats.safetensors import JSON_FILE_LIMIT
 from graphsurgeon.input_files import read_json_input
 from graphsurgeon.plugins import load_callable
 from graphsurgeon.rewrite.scope import JsonFact, LazyFacts
+from graphsurgeon.rewrite.sections import HeaderSections
 from graphsurgeon.rewrite.yaml_source import RuleFileError
 
-if TYPE_CHECKING:
-    from graphsurgeon.rewrite.loader import RuleProgram
+
+class RuleProgram(Protocol):
+    """What the facts read of a rule program (``loader.RuleProgram`` is one)."""
+
+    path: str
+    sections: HeaderSections
+    models: dict[str, str]  # input name -> its .param, once known
+    notice: Callable[[str], None] | None
 
 
 def code_notice(rule_path: str, what: str) -> str:

@@ -5,6 +5,7 @@ files rendered beside the models, and the output folder. Paths are relative to t
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, model_validator
@@ -169,3 +170,14 @@ class SideFile(StrictModel):
 
 class Outputs(StrictModel):
     dir: str | None = Field(default=None, description="output folder (the command's --out wins)")
+
+
+@dataclass
+class HeaderSections:
+    """The sections ``open_rule_file`` evaluates, each validated as soon as it is merged: what ``apply``
+    reads before any export, as the typed objects ``RuleFile`` then holds (never read again as dicts)."""
+
+    source: Source | None = None
+    inputs: dict[str, ModelInput] = field(default_factory=dict)
+    checkpoints: dict[str, CheckpointInput] = field(default_factory=dict)
+    outputs: Outputs | None = None
