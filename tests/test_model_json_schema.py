@@ -167,6 +167,9 @@ BROKEN: list[tuple[str, Edit, str]] = [
     ("qwen3_llm", _set(3, "version"), 'entry "version" is 3: family qwen3_llm has no schema of that version'),
     ("qwen3_llm", _set("gsurg-llm-kv-cache", "format"), "a model.json of version 1, before families"),
     ("qwen3_llm", _drop("family"), 'entry "family" is missing'),
+    ("qwen3_llm", _set(["x"], "format"), 'entry "format" is ["x"], not "gsurg-model"'),
+    ("qwen3_llm", _set(2.0, "version"), 'entry "version" must be an integer, not 2.0'),
+    ("qwen3_llm", _set(None, "family"), 'entry "family" is null, but this reader reads "qwen3_llm"'),
 ]
 
 

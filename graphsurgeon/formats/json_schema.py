@@ -119,7 +119,8 @@ def json_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
+    """``value`` as JSON, cut after 80 characters (for messages)."""
     text = json.dumps(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -154,7 +155,7 @@ class JsonSchema:
         if isinstance(node, bool):
             return
         if not isinstance(node, dict):
-            raise self._fail(at, f"a schema is an object or true/false, not {_shown(node)}")
+            raise self._fail(at, f"a schema is an object or true/false, not {shown(node)}")
         unknown = sorted(set(node) - ANNOTATIONS - CHECKED)
         if unknown:
             raise self._fail(at, f"keyword {unknown[0]!r} is not one gsurg's validator checks")
@@ -162,7 +163,7 @@ class JsonSchema:
         names = kinds if isinstance(kinds, list) else [kinds] if kinds is not None else []
         for kind in names:
             if kind not in TYPES:
-                raise self._fail(f"{at}/type", f"{_shown(kind)} is not a JSON type ({', '.join(TYPES)})")
+                raise self._fail(f"{at}/type", f"{shown(kind)} is not a JSON type ({', '.join(TYPES)})")
         for word in ("properties", "$defs"):
             table = node.get(word, {})
             if not isinstance(table, dict):
@@ -176,14 +177,14 @@ class JsonSchema:
             self._check_schema(sub, f"{at}/allOf/{i}")
         for name in self._list(node, "required", at):
             if not isinstance(name, str):
-                raise self._fail(f"{at}/required", f"{_shown(name)} is not a key name")
+                raise self._fail(f"{at}/required", f"{shown(name)} is not a key name")
         self._list(node, "enum", at)
         for word in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
             if word in node and not _has_type(node[word], "number"):
-                raise self._fail(f"{at}/{word}", f"must be a number, not {_shown(node[word])}")
+                raise self._fail(f"{at}/{word}", f"must be a number, not {shown(node[word])}")
         for word in ("minItems", "maxItems", "minLength"):
             if word in node and not (_has_type(node[word], "integer") and node[word] >= 0):
-                raise self._fail(f"{at}/{word}", f"must be a count, not {_shown(node[word])}")
+                raise self._fail(f"{at}/{word}", f"must be a count, not {shown(node[word])}")
         if "multipleOf" in node and not node["multipleOf"] > 0:
             raise self._fail(f"{at}/multipleOf", "must be positive")
         if "$ref" in node:
@@ -192,13 +193,13 @@ class JsonSchema:
     def _list(self, node: dict[str, Any], word: str, at: str) -> list[Any]:
         value = node.get(word, [])
         if not isinstance(value, list):
-            raise self._fail(f"{at}/{word}", f"must be a list, not {_shown(value)}")
+            raise self._fail(f"{at}/{word}", f"must be a list, not {shown(value)}")
         return value
 
     def _target(self, ref: Any, at: str) -> Any:
         prefix = "#/$defs/"
         if not isinstance(ref, str) or not ref.startswith(prefix):
-            raise self._fail(f"{at}/$ref", f"{_shown(ref)} is not a reference to {prefix}NAME")
+            raise self._fail(f"{at}/$ref", f"{shown(ref)} is not a reference to {prefix}NAME")
         defs = self.root.get("$defs", {})
         name = ref[len(prefix) :]
         if not isinstance(defs, dict) or name not in defs:
@@ -226,12 +227,12 @@ class JsonSchema:
             names = kinds if isinstance(kinds, list) else [kinds]
             if not any(_has_type(value, n) for n in names):
                 wanted = " or ".join(_article(n) for n in names)
-                return Violation(key, f"must be {wanted}, not {_shown(value)}")
+                return Violation(key, f"must be {wanted}, not {shown(value)}")
         if "const" in node and not json_equal(value, node["const"]):
-            return Violation(key, f"must be {_shown(node['const'])}, not {_shown(value)}")
+            return Violation(key, f"must be {shown(node['const'])}, not {shown(value)}")
         if "enum" in node and not any(json_equal(value, v) for v in node["enum"]):
-            options = ", ".join(_shown(v) for v in node["enum"])
-            return Violation(key, f"must be one of {options}, not {_shown(value)}")
+            options = ", ".join(shown(v) for v in node["enum"])
+            return Violation(key, f"must be one of {options}, not {shown(value)}")
         found = self._number(node, value, key) or self._string(node, value, key)
         found = found or self._object(node, value, key, depth) or self._array(node, value, key, depth)
         if found is not None:
@@ -252,15 +253,15 @@ class JsonSchema:
         if not _has_type(value, "number"):
             return None
         if "minimum" in node and value < node["minimum"]:
-            return Violation(key, f"must be at least {node['minimum']}, not {_shown(value)}")
+            return Violation(key, f"must be at least {node['minimum']}, not {shown(value)}")
         if "maximum" in node and value > node["maximum"]:
-            return Violation(key, f"must be at most {node['maximum']}, not {_shown(value)}")
+            return Violation(key, f"must be at most {node['maximum']}, not {shown(value)}")
         if "exclusiveMinimum" in node and value <= node["exclusiveMinimum"]:
-            return Violation(key, f"must be above {node['exclusiveMinimum']}, not {_shown(value)}")
+            return Violation(key, f"must be above {node['exclusiveMinimum']}, not {shown(value)}")
         if "exclusiveMaximum" in node and value >= node["exclusiveMaximum"]:
-            return Violation(key, f"must be below {node['exclusiveMaximum']}, not {_shown(value)}")
+            return Violation(key, f"must be below {node['exclusiveMaximum']}, not {shown(value)}")
         if "multipleOf" in node and math.remainder(value, node["multipleOf"]) != 0:
-            return Violation(key, f"must be a multiple of {node['multipleOf']}, not {_shown(value)}")
+            return Violation(key, f"must be a multiple of {node['multipleOf']}, not {shown(value)}")
         return None
 
     @staticmethod
@@ -268,7 +269,7 @@ class JsonSchema:
         if isinstance(value, str) and len(value) < node.get("minLength", 0):
             least = node["minLength"]
             chars = "character" if least == 1 else "characters"
-            return Violation(key, f"must hold at least {least} {chars}, not {_shown(value)}")
+            return Violation(key, f"must hold at least {least} {chars}, not {shown(value)}")
         return None
 
     def _object(self, node: dict[str, Any], value: Any, key: str, depth: int) -> Violation | None:

@@ -15,7 +15,6 @@ names (``side_files: - {template: ..., schema: ...}``, ``pipeline.side_files``).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Collection
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from graphsurgeon.errors import GsurgError
-from graphsurgeon.formats.json_schema import Violation, load_schema, type_name
+from graphsurgeon.formats.json_schema import Violation, load_schema, shown, type_name
 from graphsurgeon.input_files import Raise, read_json_input
 from graphsurgeon.resources import resource_dir
 
@@ -71,17 +70,17 @@ def check_model_json(
         if key not in doc:
             raise _refuse(error, where, Violation(key, "is missing"))
     if doc["format"] != FORMAT:
-        old = doc["format"] in UNVERSIONED_FORMATS
+        old = isinstance(doc["format"], str) and doc["format"] in UNVERSIONED_FORMATS
         hint = " (a model.json of version 1, before families: convert the model again)" if old else ""
-        why = f"is {json.dumps(doc['format'])}, not {json.dumps(FORMAT)}{hint}"
+        why = f"is {shown(doc['format'])}, not {shown(FORMAT)}{hint}"
         raise _refuse(error, where, Violation("format", why))
     family, version = doc["family"], doc["version"]
-    wanted = " or ".join(json.dumps(f) for f in sorted(families))
+    wanted = " or ".join(shown(f) for f in sorted(families))
     if not isinstance(family, str) or family not in families:
-        why = f"is {json.dumps(family)}, but this reader reads {wanted}"
+        why = f"is {shown(family)}, but this reader reads {wanted}"
         raise _refuse(error, where, Violation("family", why))
     if type_name(version) != "integer":
-        raise _refuse(error, where, Violation("version", f"must be an integer, not {json.dumps(version)}"))
+        raise _refuse(error, where, Violation("version", f"must be an integer, not {shown(version)}"))
     path = schema_file(family, version)
     if not path.is_file():
         versions = known_schemas().get(family, [])
