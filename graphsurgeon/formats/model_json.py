@@ -4,13 +4,16 @@ contract is a JSON Schema per **family** of layouts, ``schemas/model_json/<famil
 
 * ``format``: ``"gsurg-model"`` — a model.json gsurg wrote;
 * ``family``: which layout (``penguin_vl``, ``qwen3_llm``): the schema file's name;
-* ``version``: the layout's version within its family.
+* ``version``: the layout's version within its family (a new family starts at 1; ``penguin_vl`` and
+  ``qwen3_llm`` start at 2, their version 1 being the layouts written before families, with ``format``
+  ``gsurg-penguin-vl`` / ``gsurg-llm-kv-cache``, which a reader names as such).
 
 A reader names the families it reads; ``read_model_json`` picks the schema from the file's own family and
 version and validates the whole file against it, so every error names the file and the key
-(``entry "decoder.rope.theta" must be a number, not "x"``). Adding a family is adding a schema file (and
-the template that writes it); nothing here changes. The writer validates against the schema the rule file
-names (``side_files: - {template: ..., schema: ...}``, ``pipeline.side_files``).
+(``entry "decoder.rope.theta" must be a number, not "x"``). Adding a family is adding a schema file, the
+template that writes it (beside its model, ``examples/<model>/model.json.j2``) and a rule file's side-file
+entry naming both; its readers name the family. Nothing here changes. The writer validates against the
+schema the rule file names (``side_files: - {template: ..., schema: ...}``, ``pipeline.side_files``).
 """
 
 from __future__ import annotations
