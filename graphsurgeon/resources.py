@@ -1,4 +1,5 @@
-"""Locate the project's data folders (``grammars/``, ``emit/``) in a checkout or an installed wheel."""
+"""Locate the project's data folders (``grammars/``, ``emit/``, ``schemas/``) in a checkout or an installed
+wheel."""
 
 from __future__ import annotations
 

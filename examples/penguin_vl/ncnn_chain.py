@@ -10,6 +10,10 @@ alone (numpy, never the reference's code):
   which reads the decoder's RoPE settings from ``model.json``), and greedy decoding to an EOS id of
   ``model.json`` or a token budget.
 
+``model.json`` is checked against its family's schema (``schemas/model_json/penguin_vl.v2.schema.json``,
+through ``graphsurgeon.formats.model_json``) before anything is read from it: a file of another family, or
+one with a missing or mistyped entry, is a ``VerifyError`` naming the key.
+
 Each encoder layer's output is read from the ``vision_encoder`` graph itself: the residual stream is
 followed from the hidden input through the ``BinaryOp`` adds that read it (two per pre-norm layer: after
 attention, after the MLP), so the second add of layer ``i`` is that layer's output (``residual_stream``).
@@ -26,6 +30,7 @@ from typing import Any
 import ncnn
 import numpy as np
 
+from graphsurgeon.formats.model_json import check_model_json
 from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.ir.graph import Blob, Graph, Layer
 from graphsurgeon.verify.errors import VerifyError
@@ -34,6 +39,8 @@ from graphsurgeon.verify.ncnn_fp32 import fp32_net
 from graphsurgeon.verify.rope import rope_inv_freq
 
 VISION_NETS = ("vision_embed_patch", "vision_encoder", "vision_projector")
+#: The model.json families this chain runs.
+FAMILIES = ("penguin_vl",)
 
 
 def vision_rope_tables(grid: tuple[int, int], theta: float, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -148,25 +155,22 @@ class PenguinNcnn:
     """The six converted nets of a folder, loaded once with fp32 options."""
 
     def __init__(self, folder: Path, doc: dict[str, Any], *, num_threads: int = 1) -> None:
-        self.folder, self.doc = folder, doc
-        where = folder / "model.json"
-        try:
-            vision = doc["vision"]
-            self.nets_doc = {name: doc["nets"][name] for name in VISION_NETS}
-            self.layers = int(vision["layers"])
-            self.rope_theta = float(vision["rope"]["theta"])
-            self.rope_dim = int(vision["rope"]["head_dim"])
-            self.hidden, self.cos, self.sin = vision["hidden"], vision["cos"], vision["sin"]
-            self.output = vision["output"]
-            self.image_id = int(doc["tokens"]["image"])
-            eos = doc["tokens"]["eos"]
-            self.eos_ids = {int(e) for e in (eos if isinstance(eos, list) else [eos])}
-        except (KeyError, TypeError, ValueError) as err:
-            raise VerifyError(f"{where}: missing or malformed entry {err}") from None
+        self.folder = folder
+        self.doc = check_model_json(doc, str(folder / "model.json"), FAMILIES, error=VerifyError)
+        vision = doc["vision"]
+        self.nets_doc = {name: doc["nets"][name] for name in VISION_NETS}
+        self.layers = int(vision["layers"])
+        self.rope_theta = float(vision["rope"]["theta"])
+        self.rope_dim = int(vision["rope"]["head_dim"])
+        self.hidden, self.cos, self.sin = vision["hidden"], vision["cos"], vision["sin"]
+        self.output = vision["output"]
+        self.image_id = int(doc["tokens"]["image"])
+        eos = doc["tokens"]["eos"]
+        self.eos_ids = {int(e) for e in (eos if isinstance(eos, list) else [eos])}
         encoder = folder / self.nets_doc["vision_encoder"]["param"]
         self.layer_blobs = encoder_layer_outputs(encoder, self.hidden, self.layers)
         self.nets: dict[str, ncnn.Net] = {}
-        self.llm = LlmChain(folder, num_threads=num_threads)
+        self.llm = LlmChain(folder, families=FAMILIES, num_threads=num_threads)
         try:
             for name, entry in self.nets_doc.items():
                 param, model = folder / entry["param"], folder / entry["bin"]

@@ -70,7 +70,7 @@ class Prepared:
     def read_paths(self) -> list[str]:
         """Every file or folder the run reads (none of them may be an output): the rule files, the models,
         the source checkpoint and the checkpoints (with the folder of a sharded one), path variables, and
-        the side files' templates, copy sources and weight-map checkpoints."""
+        the side files' templates, schemas, copy sources and weight-map checkpoints."""
         rf = self.rules
         paths = [*self.rule_files, *self.path_vars]
         paths += [p for m in self.inputs.values() for p in (m.param, m.bin) if p is not None]
@@ -79,7 +79,7 @@ class Prepared:
         for c in rf.checkpoints.values():
             paths += [c.path, str(Path(c.path).parent)] if c.path.endswith(".json") else [c.path]
         for side in rf.side_files:
-            paths += [p for p in (side.copy_, side.weight_map) if p is not None]
+            paths += [p for p in (side.copy_, side.weight_map, side.schema_) if p is not None]
             if side.template is not None and Path(side.template).is_absolute():
                 paths.append(side.template)
         return paths

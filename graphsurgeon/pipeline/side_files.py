@@ -10,6 +10,10 @@ names are errors) with:
   included), ``data_offset`` (of the first value), ``tag``, ``storage``, ``shape`` and ``nbytes`` — so a
   runtime can read a weight straight from a ``.bin``.
 
+A template entry with a ``schema`` (a JSON Schema file, ``formats.json_schema``) has its rendered text
+parsed and checked against it before it is staged; a file that breaks it fails the run with the side file,
+the key and why, and nothing is written.
+
 The ``json`` filter writes a value as JSON. A ``copy`` entry copies a file as it is. A ``weight_map``
 entry writes one ``gsurg diff-bin`` map per graph with weights (``weight_map_side``).
 """
@@ -29,6 +33,7 @@ import jinja2.sandbox
 
 from graphsurgeon.errors import GsurgError, one_line
 from graphsurgeon.formats.atomic import AtomicGroup, atomic_output, atomic_write_bytes
+from graphsurgeon.formats.json_schema import SchemaFileError, check_json_text, load_schema
 from graphsurgeon.formats.model_bin import WeightRecord
 from graphsurgeon.formats.outpaths import kind
 from graphsurgeon.pipeline.checkpoint_pool import CheckpointPool
@@ -167,12 +172,24 @@ def write_side_files(
         target = guard.target(side.output)
         target.parent.mkdir(parents=True, exist_ok=True)
         if side.template is not None:
-            atomic_write_bytes(target, render_side_file(side, context), group)
+            atomic_write_bytes(target, _checked(side, render_side_file(side, context)), group)
         else:
             assert side.copy_ is not None
             _copy(Path(side.copy_), target, group, side.output)
         written.append(side.output)
     return written, maps
+
+
+def _checked(side: SideFile, text: bytes) -> bytes:
+    """``text`` when the entry names no schema or ``text`` holds to it; else SideFileError."""
+    if side.schema_ is not None:
+        try:
+            schema = load_schema(side.schema_)
+        except SchemaFileError as err:
+            raise SideFileError(f"side file {side.output}: {err}") from None
+        where = f"side file {side.output} (template {side.template})"
+        check_json_text(text, schema, where, error=SideFileError)
+    return text
 
 
 def _copy(source: Path, target: Path, group: AtomicGroup, label: str) -> None:

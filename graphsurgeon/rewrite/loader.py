@@ -58,7 +58,7 @@ def _path_field(loc: tuple[Any, ...]) -> str | None:
         return "path"
     if len(loc) == 3 and loc[0] == "checkpoints" and loc[2] == "path":
         return "path"
-    if len(loc) == 3 and loc[0] == "side_files" and loc[2] in ("copy", "weight_map"):
+    if len(loc) == 3 and loc[0] == "side_files" and loc[2] in ("copy", "weight_map", "schema"):
         return "path"
     if len(loc) == 3 and loc[0] == "side_files" and loc[2] == "template":
         return "template"

@@ -133,15 +133,23 @@ class StoragePolicy(StrictModel):
 class SideFile(StrictModel):
     """A file written beside the models, in the same atomic output group: a jinja2 ``template`` (a path
     relative to the rule file, or a template name in ``emit/``) rendered with the run's variables, the
-    graphs' interfaces and weight records and ``data``; a file ``copy``'d as it is; or, per graph with
-    weights, a ``weight_map`` for ``gsurg diff-bin``: each stored weight paired with the checkpoint tensor
-    (a safetensors file, a ``*.safetensors.index.json``, or a folder holding one) whose values it holds,
-    written to ``output`` with ``{graph}`` replaced by the graph's name."""
+    graphs' interfaces and weight records and ``data``, and checked against its JSON ``schema`` when it
+    names one (``formats.json_schema``; a model.json's is its family's, ``schemas/model_json/``); a file
+    ``copy``'d as it is; or, per graph with weights, a ``weight_map`` for ``gsurg diff-bin``: each stored
+    weight paired with the checkpoint tensor (a safetensors file, a ``*.safetensors.index.json``, or a
+    folder holding one) whose values it holds, written to ``output`` with ``{graph}`` replaced by the
+    graph's name."""
 
     output: OutputName = Field(
         description="path inside the output folder ({graph}: the graph, for weight_map)"
     )
     template: str | None = None
+    schema_: str | None = Field(
+        default=None,
+        alias="schema",
+        description="template: a JSON Schema (path relative to the rule file) the rendered file must hold "
+        "to; checked before anything is written",
+    )
     copy_: str | None = Field(default=None, alias="copy")
     weight_map: str | None = Field(
         default=None, description="the checkpoint the graphs' weights come from (file, index or folder)"
@@ -158,6 +166,8 @@ class SideFile(StrictModel):
             raise ValueError("a weight_map output names one file per graph: put {graph} in it")
         if self.weight_map is None and self.graphs is not None:
             raise ValueError("graphs goes with weight_map")
+        if self.schema_ is not None and self.template is None:
+            raise ValueError("schema goes with template")
         return self
 
     def outputs_for(self, graph_names: list[str]) -> list[str]:

@@ -3,10 +3,13 @@
 -> ``decoder`` with its KV cache -> ``lm_head`` -> logits, and greedy decoding, as a runtime would.
 
 ``model.json`` names the nets and their interface blobs, and the decoder's RoPE (theta, head_dim); the
-decoder's blob roles are found from its graph (``kv_signature``)."""
+decoder's blob roles are found from its graph (``kv_signature``). ``LlmChain`` reads it through
+``formats.model_json``: a model.json of one of the families it is given (``qwen3_llm`` unless told), checked
+against that family's schema, so a missing or mistyped entry is an error naming the key."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -14,16 +17,23 @@ from typing import Any
 import ncnn
 import numpy as np
 
+from graphsurgeon.formats.model_json import read_model_json as read_family_model_json
 from graphsurgeon.input_files import read_json_input
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.kv_session import KVDecoder, KVSession
 from graphsurgeon.verify.ncnn_fp32 import fp32_net
 from graphsurgeon.verify.rope import rope_inv_freq
 
+#: The model.json families ``LlmChain`` reads by default (its own rule file's, ``rules/llm-kv-cache.yaml``).
+#: Another family whose schema has the same ``nets.embed``/``decoder``/``lm_head`` and ``decoder`` entries
+#: is passed by its reader (``examples/penguin_vl/ncnn_chain.py``).
+LLM_FAMILIES = ("qwen3_llm",)
+
 
 def read_model_json(folder: Path) -> dict[str, Any]:
     """``folder/model.json`` as a JSON object with ``nets`` and ``decoder`` (a regular file of at most
-    TEXT_LIMIT bytes); VerifyError, one line naming it, for anything else."""
+    TEXT_LIMIT bytes); VerifyError, one line naming it, for anything else. Whatever its family:
+    ``gsurg verify`` reads the verifier entry from it, and the verifier checks the family's schema."""
     path = folder / "model.json"
     doc = read_json_input(path, what="a model.json", error=VerifyError)
     if not isinstance(doc, dict):
@@ -37,9 +47,11 @@ def read_model_json(folder: Path) -> dict[str, Any]:
 class LlmChain:
     """The three nets of a converted LLM, loaded once; ``session()`` starts a sequence."""
 
-    def __init__(self, folder: Path | str, *, num_threads: int = 1) -> None:
+    def __init__(
+        self, folder: Path | str, *, families: Collection[str] = LLM_FAMILIES, num_threads: int = 1
+    ) -> None:
         self.folder = Path(folder)
-        self.doc = read_model_json(self.folder)
+        self.doc = read_family_model_json(self.folder, families, error=VerifyError)
         nets = self.doc["nets"]
 
         def files(name: str) -> tuple[Path, Path]:

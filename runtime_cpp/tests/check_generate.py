@@ -64,7 +64,7 @@ NEW_TOKENS = 40
 CONVERSION_INPUTS = (
     "rules/penguin_vl.yaml",
     "rules/llm-kv-cache.yaml",
-    "emit/penguin_vl_model.json.j2",
+    "schemas/model_json",
     "examples/penguin_vl",
 )
 

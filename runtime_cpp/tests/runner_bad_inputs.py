@@ -142,6 +142,22 @@ def cases(runner: Runner) -> list[BadCase]:
         BadCase("model.json not JSON", text, "model.json: not valid JSON", _write("model.json", "{nets: ")),
         BadCase("model.json key missing", text, "decoder.rope.theta", _drop("decoder", "rope", "theta")),
         BadCase("model.json key mistyped", text, "num_layers", _set("two", "num_layers")),
+        # the header first (schemas/model_json/penguin_vl.v2.schema.json): another family or version, or a
+        # model.json written before families, is refused as such, naming the key
+        BadCase(
+            "model.json of another family",
+            text,
+            'entry "family" is "qwen3_llm", not "penguin_vl"',
+            _set("qwen3_llm", "family"),
+        ),
+        BadCase("model.json of another version", text, 'entry "version" is 3, not 2', _set(3, "version")),
+        BadCase("model.json without a family", text, 'entry "family" is missing', _drop("family")),
+        BadCase(
+            "model.json of version 1",
+            text,
+            "a model.json of version 1, written before families",
+            _set("gsurg-penguin-vl", "format"),
+        ),
         BadCase("net file missing", text, "decoder.ncnn.bin: no such file", _remove("decoder.ncnn.bin")),
         BadCase("lm_head .bin truncated", text, "lm_head.ncnn.bin", _truncate("lm_head.ncnn.bin", 64)),
         BadCase("decoder .bin too long", text, "does not belong", _truncate("decoder.ncnn.bin", -16)),

@@ -33,6 +33,7 @@ from examples.penguin_vl.processor import (  # noqa: E402
     load_and_preprocess,
     prompt_ids,
 )
+from graphsurgeon.formats.model_json import read_model_json  # noqa: E402
 
 CORPUS_IMAGES = REPO.parent / "shared" / "corpus" / "images"
 PIXEL_MAGIC = b"PVLPIX01"
@@ -108,7 +109,7 @@ class Reference:
 
         from examples.penguin_vl.model import load_model
 
-        doc = json.loads((model_dir / "model.json").read_text(encoding="utf-8"))
+        doc = read_model_json(model_dir, {"penguin_vl"})  # the schema's checks, errors naming the key
         self.checkpoint = Path(doc["verifier"]["checkpoint"])
         self.files = load_files(self.checkpoint)
         self.model = load_model(self.checkpoint, self.files)

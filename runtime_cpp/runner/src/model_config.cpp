@@ -11,6 +11,14 @@ namespace pvl {
 
 namespace {
 
+// What model.json must declare: schemas/model_json/penguin_vl.v2.schema.json is its contract, and
+// tests/test_model_json_schema.py holds the keys this file reads and these three values to it.
+const char* const kFormat = "gsurg-model";
+const char* const kFamily = "penguin_vl";
+const int64_t kVersion = 2;
+// format of the model.json files written before they had a family (version 1)
+const char* const kUnversionedFormat = "gsurg-penguin-vl";
+
 const char* const kNetNames[] = {"vision_embed_patch", "vision_encoder", "vision_projector",
                                  "embed",              "decoder",        "lm_head"};
 
@@ -162,6 +170,23 @@ void read_embedding(ModelConfig& cfg, const JsonDoc& doc) {
                                            std::to_string(cfg.vocab_size));
 }
 
+// format, family and version first: a model.json of another family or version is refused as such, not by
+// the first key its layout lacks.
+void read_header(const JsonDoc& doc) {
+  const std::string format = doc.str("format");
+  if (format == kUnversionedFormat)
+    doc.fail("format", "is \"" + format + "\": a model.json of version 1, written before families; "
+             "convert the model again with gsurg apply");
+  if (format != kFormat) doc.fail("format", "is \"" + format + "\", not \"" + kFormat + "\"");
+  const std::string family = doc.str("family");
+  if (family != kFamily)
+    doc.fail("family", "is \"" + family + "\", not \"" + kFamily + "\" (penguin_vl_run runs that family only)");
+  const int64_t version = doc.integer("version");
+  if (version != kVersion)
+    doc.fail("version", "is " + std::to_string(version) + ", not " + std::to_string(kVersion) +
+                            " (this runtime reads " + kFamily + " version " + std::to_string(kVersion) + ")");
+}
+
 int64_t tokenizer_max_length(const std::string& path) {
   nlohmann::json j;
   try {
@@ -199,9 +224,7 @@ ModelConfig ModelConfig::load(const std::string& folder) {
   }
   if (!root.is_object()) throw Error(cfg.json_path + ": not a JSON object");
   JsonDoc doc(root, cfg.json_path);
-  std::string format = doc.str("format");
-  if (format != "gsurg-penguin-vl") doc.fail("format", "is \"" + format + "\", not \"gsurg-penguin-vl\"");
-  if (doc.integer("version") != 1) doc.fail("version", "is not 1 (this runtime reads version 1)");
+  read_header(doc);
   cfg.hidden_size = positive_int(doc, "hidden_size");
   cfg.num_layers = positive_int(doc, "num_layers");
   cfg.vocab_size = positive_int(doc, "vocab_size");

@@ -1,9 +1,10 @@
 // model.json of a folder `gsurg apply rules/penguin_vl.yaml` wrote, read into plain structs: the six nets
 // (files and interface blobs), the vision RoPE settings, the decoder's blob names and RoPE, the special
 // ids (image, EOS), the tokenizer files and where the tied embedding matrix lies in lm_head's .bin.
-// Nothing here is a constant of the model: every value comes from the file. load() checks the keys, their
-// types and values, and that every file it names exists; any problem is a pvl::Error naming the file and
-// key (or the missing file).
+// Nothing here is a constant of the model: every value comes from the file. load() checks format
+// "gsurg-model", family "penguin_vl" and version 2 first (the file's contract is
+// schemas/model_json/penguin_vl.v2.schema.json), then the keys, their types and values, and that every file
+// it names exists; any problem is a pvl::Error naming the file and key (or the missing file).
 #pragma once
 
 #include <cstdint>
