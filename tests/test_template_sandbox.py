@@ -195,3 +195,21 @@ def test_verify_never_imports_a_module_a_conversion_wrote(
     line = err_line(capsys)
     assert "lies inside the folder being verified" in line, line
     assert not (out / "MARK").exists()
+
+
+def test_a_template_is_a_path_beside_the_rule_file_not_a_name_in_the_package(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Model templates live with their models (issue 15, item 6): a bare name is a path beside the rule
+    file, never a lookup in the package's ``emit/`` (which holds the .param writer's template)."""
+    model = write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ngraphs:\n  main: {}\nside_files:\n"
+        "  - {template: ncnn_param.j2, output: x.txt}\n",
+    )
+    assert main(["apply", str(rules), str(model), "--out", str(tmp_path / "out")]) == 2
+    line = err_line(capsys)
+    assert f"template {tmp_path / 'ncnn_param.j2'} not found" in line, line
+    assert not (tmp_path / "out").exists()

@@ -80,7 +80,7 @@ class Prepared:
             paths += [c.path, str(Path(c.path).parent)] if c.path.endswith(".json") else [c.path]
         for side in rf.side_files:
             paths += [p for p in (side.copy_, side.weight_map, side.schema_) if p is not None]
-            if side.template is not None and Path(side.template).is_absolute():
+            if side.template is not None:
                 paths.append(side.template)
         return paths
 

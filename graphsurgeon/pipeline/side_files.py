@@ -42,7 +42,6 @@ from graphsurgeon.pipeline.template_sandbox import TemplateLimit
 from graphsurgeon.pipeline.template_sandbox import environment as sandbox_environment
 from graphsurgeon.pipeline.template_sandbox import render as render_template
 from graphsurgeon.pipeline.weight_map_side import WeightMap, WrittenGraph, build_maps, render
-from graphsurgeon.resources import resource_dir
 from graphsurgeon.rewrite.sections import SideFile
 
 COPY_CHUNK = 8 << 20
@@ -95,8 +94,7 @@ def _json(value: Any, indent: int | None = None) -> str:
 
 
 def _environment(template: Path) -> jinja2.Environment:
-    folders = [str(template.parent)] if template.is_absolute() else []
-    env = sandbox_environment([*folders, str(resource_dir("emit"))])
+    env = sandbox_environment([str(template.parent)])  # the loader made the path absolute
     env.filters["json"] = _json
     return env
 

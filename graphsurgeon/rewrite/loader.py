@@ -71,8 +71,6 @@ def _resolve(kind: str, value: str, base: Path, where: str) -> str:
         if sep and (module.endswith(".py") or "/" in module or os.sep in module):
             return f"{real_path(module, base, where)}:{attr}"
         return value
-    if kind == "template" and "/" not in value and "\0" not in value and not (base / value).exists():
-        return value  # a template name in emit/
     return str(real_path(value, base, where))
 
 

@@ -132,13 +132,13 @@ class StoragePolicy(StrictModel):
 
 class SideFile(StrictModel):
     """A file written beside the models, in the same atomic output group: a jinja2 ``template`` (a path
-    relative to the rule file, or a template name in ``emit/``) rendered with the run's variables, the
-    graphs' interfaces and weight records and ``data``, and checked against its JSON ``schema`` when it
-    names one (``formats.json_schema``; a model.json's is its family's, ``schemas/model_json/``); a file
-    ``copy``'d as it is; or, per graph with weights, a ``weight_map`` for ``gsurg diff-bin``: each stored
-    weight paired with the checkpoint tensor (a safetensors file, a ``*.safetensors.index.json``, or a
-    folder holding one) whose values it holds, written to ``output`` with ``{graph}`` replaced by the
-    graph's name."""
+    relative to the rule file: a model's template lives with its model, not in the package) rendered with
+    the run's variables, the graphs' interfaces and weight records and ``data``, and checked against its
+    JSON ``schema`` when it names one (``formats.json_schema``; a model.json's is its family's,
+    ``schemas/model_json/``); a file ``copy``'d as it is; or, per graph with weights, a ``weight_map`` for
+    ``gsurg diff-bin``: each stored weight paired with the checkpoint tensor (a safetensors file, a
+    ``*.safetensors.index.json``, or a folder holding one) whose values it holds, written to ``output``
+    with ``{graph}`` replaced by the graph's name."""
 
     output: OutputName = Field(
         description="path inside the output folder ({graph}: the graph, for weight_map)"
