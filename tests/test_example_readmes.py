@@ -4,8 +4,8 @@ the code cannot drift apart.
 Every fenced ```sh block of the top README and of each model guide (``examples/*/README.md``) is read
 from the file, and each of its lines, one plain command, is run in order in a workspace shaped like the
 repository root: a copy of ``rules/`` (so a rule file's own output folder, ``../out/…``, lands in the
-workspace, never in the checkout), ``examples/`` linked, and ``../shared`` linked to the corpus beside the
-checkout. One workspace serves every README (they write to different places), and a command the top
+workspace, never in the checkout), ``examples/`` and ``schemas/`` linked, and ``../shared`` linked to the
+corpus beside the checkout. One workspace serves every README (they write to different places), and a command the top
 README repeats from a guide, word for word, runs once. ``gsurg`` runs in this process
 (``graphsurgeon.cli.main``), ``python -m …`` as a child, both with this checkout on the children's path. A
 block preceded by ``<!-- readme-test: skip (REASON) -->`` is not run (the reason is part of the README);
@@ -142,6 +142,7 @@ class Workspace:
         root.mkdir(parents=True)
         shutil.copytree(REPO / "rules", root / "rules")
         (root / "examples").symlink_to(REPO / "examples", target_is_directory=True)
+        (root / "schemas").symlink_to(REPO / "schemas", target_is_directory=True)  # model.json's, by path
         (base / "shared").symlink_to(REPO.parent / "shared", target_is_directory=True)
         return cls(root)
 
@@ -278,6 +279,14 @@ def built_runner() -> Path | None:
     return next((p for p in found if p.is_file() and os.access(p, os.X_OK)), None)
 
 
+def newer_sources(runner: Path) -> list[Path]:
+    """The runtime's sources changed since ``runner`` was built: a stale program would test old code
+    against today's model.json."""
+    built = runner.stat().st_mtime
+    sources = (REPO / "runtime_cpp").rglob("*")
+    return [p for p in sources if p.suffix in (".cpp", ".hpp", ".h", ".txt") and p.stat().st_mtime > built]
+
+
 @dataclass
 class Readmes:
     """Each README's runnable blocks, run once per module in one shared workspace (the READMEs write to
@@ -329,6 +338,9 @@ def test_the_penguin_vl_guide_runs_its_conversion_with_the_cpp_runtime(readmes: 
             "penguin_vl_run is not built for this checkout (runtime_cpp/scripts/build_and_test.sh builds it; "
             "the test command runs that after the Python tests)"
         )
+    stale = newer_sources(runner)
+    if stale:
+        pytest.skip(f"{runner} is older than {len(stale)} of its sources (e.g. {stale[0]}): rebuild it")
     readmes.run(readme)
     for block in runner_blocks:
         run_block(block, readme, readmes.ws, runner)
