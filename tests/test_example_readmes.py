@@ -5,8 +5,8 @@ Every fenced ```sh block of the top README and of each model guide (``examples/*
 from the file, and each of its lines, one plain command, is run in order in a workspace shaped like the
 repository root: a copy of ``rules/`` (so a rule file's own output folder, ``../out/…``, lands in the
 workspace, never in the checkout), ``examples/`` and ``schemas/`` linked, and ``../shared`` linked to the
-corpus beside the checkout. One workspace serves every README (they write to different places), and a command the top
-README repeats from a guide, word for word, runs once. ``gsurg`` runs in this process
+corpus beside the checkout. One workspace serves every README (they write to different places), and a
+command the top README repeats from a guide, word for word, runs once. ``gsurg`` runs in this process
 (``graphsurgeon.cli.main``), ``python -m …`` as a child, both with this checkout on the children's path. A
 block preceded by ``<!-- readme-test: skip (REASON) -->`` is not run (the reason is part of the README);
 one preceded by ``<!-- readme-test: needs penguin_vl_run -->`` runs only where the C++ runtime of this
