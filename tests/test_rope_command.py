@@ -429,7 +429,24 @@ BAD_LAYOUTS = [
     ("text:0", "--layout item 1 'text:0': text takes a token count >= 1"),
     ("text:2,,text:1", "--layout item 2 '': expected KIND:VALUE"),
     ("image:1x4", "--layout item 1 'image:1x4': image takes a patch grid TxHxW"),
+    ("text:3,image:1x1024x1024", "--layout item 2 'image:1x1024x1024': the layout reaches 262147 tokens"),
 ]
+
+
+def test_adjacent_images_are_placed_one_by_one_with_a_note(
+    hf_model: Qwen3VLModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HF's get_rope_index fails on two images with no token between them (it reads one run of image
+    tokens); the command places them as two images and says so."""
+    adjacent = [("text", 1), ("image", (1, 2, 4)), ("image", (1, 2, 4))]
+    with pytest.raises(RuntimeError):
+        _hf_positions(hf_model, adjacent)
+    code, out, err = _run(capsys, *FLAGS, "--layout", _spell(adjacent), "-q")
+    assert (code, out) == (0, "")
+    assert "images 0 and 1 are adjacent with no text between" in err
+    separated = [("text", 1), ("image", (1, 2, 4)), ("text", 2), ("image", (1, 2, 4))]
+    data = _json(capsys, *FLAGS, "--layout", _spell(separated))
+    assert np.array_equal(_cmd_positions(data), _hf_positions(hf_model, separated)[0])
 
 
 def _one_error(err: str, expected: str) -> None:

@@ -31,6 +31,8 @@ from graphsurgeon.verify.rope import rope_inv_freq
 
 LAYOUTS = ("interleaved", "block", "1d")
 AXES = "THW"
+#: The most tokens a layout may hold: Qwen3-VL's max_position_embeddings (262144); it bounds the tables.
+MAX_TOKENS = 1 << 18
 
 
 class MropeError(GsurgError):
@@ -130,6 +132,7 @@ def parse_layout(text: str, merge: int, *, flag: str = "layout") -> list[Segment
     if not text.strip():
         raise MropeError(f"{flag}: empty; give items like text:3,image:1x8x6,text:2")
     segments: list[Segment] = []
+    total = 0
     for n, item in enumerate(items, start=1):
         where = f"{flag} item {n} {item!r}"
         found = _ITEM.match(item)
@@ -163,7 +166,28 @@ def parse_layout(text: str, merge: int, *, flag: str = "layout") -> list[Segment
             )
         else:
             raise MropeError(f"{where}: unknown token kind {kind!r} (known: text, image)")
+        total += segments[-1].count
+        if total > MAX_TOKENS:
+            raise MropeError(f"{where}: the layout reaches {total} tokens; at most {MAX_TOKENS} are accepted")
     return segments
+
+
+def layout_notes(segments: Sequence[Segment]) -> list[str]:
+    """Images with no text between them: a real prompt has ``<|vision_end|><|vision_start|>`` there, and
+    HF's ``get_rope_index`` groups adjacent image tokens into one run (and then fails on the count)."""
+    notes = []
+    image = -1
+    for prev, seg in zip([None, *segments], segments, strict=False):
+        if seg.grid is None:
+            continue
+        image += 1
+        if prev is not None and prev.grid is not None:
+            notes.append(
+                f"images {image - 1} and {image} are adjacent with no text between; a prompt has "
+                "<|vision_end|><|vision_start|> there (text:2); HF's get_rope_index reads adjacent image "
+                "tokens as one image and fails"
+            )
+    return notes
 
 
 @dataclass(frozen=True)
@@ -487,5 +511,9 @@ def rope_report(
     tables = tuple(layout_table(name, settings, prompt) for name in layouts)
     variations = {t.name: tuple(image_variation(t, img) for img in prompt.images) for t in tables}
     comparisons = tuple(compare(tables[0], other, prompt, top=top) for other in tables[1:])
-    notes = (*settings.notes, *(interleave_notes(settings) if "interleaved" in layouts else []))
+    notes = (
+        *settings.notes,
+        *(interleave_notes(settings) if "interleaved" in layouts else []),
+        *layout_notes(segments),
+    )
     return RopeReport(settings, prompt, settings.inv_freq(), tables, variations, comparisons, notes)
