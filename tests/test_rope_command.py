@@ -328,12 +328,12 @@ def _write_457(folder: Path) -> Path:
     return folder
 
 
-def _write_model_json(path: Path, rope: dict[str, Any]) -> Path:
+def _write_model_json(path: Path, rope: dict[str, Any], merge: Any = 2) -> Path:
     model = {
         "format": "gsurg-model",
         "family": "qwen3_vl",
         "decoder": {"rope": rope},
-        "vision": {"merge_size": 2},
+        "vision": {"merge_size": merge},
     }
     path.write_text(json.dumps(model))
     return path
@@ -368,6 +368,24 @@ def test_settings_from_both_config_styles_and_model_json_agree_with_the_flags(
         assert settings["model_layout"] == "interleaved", name
         assert data["layouts"] == ["interleaved", "block"], name  # the model's layout first
         assert data["tokens"] == reference["tokens"], name
+
+
+def test_head_dim_from_hidden_over_heads_and_qwen3_vl_interleaves_whatever_the_flag_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _write_457(tmp_path / "hf457")
+    cfg = json.loads((folder / "config.json").read_text())
+    del cfg["text_config"]["head_dim"]  # hidden_size 256 / 2 heads
+    cfg["text_config"]["rope_scaling"]["mrope_interleaved"] = False
+    (folder / "config.json").write_text(json.dumps(cfg))
+    code, out, err = _run(capsys, str(folder), "--layout", "text:2", "--format", "json")
+    assert code == 0
+    settings = json.loads(out)["settings"]
+    assert (settings["head_dim"], settings["model_layout"]) == (HEAD_DIM, "interleaved")
+    assert "mrope_interleaved is false, but HF's qwen3_vl always interleaves" in err
+    cfg["model_type"] = "some_vl"  # a model HF does not pin: the flag decides
+    (folder / "config.json").write_text(json.dumps(cfg))
+    assert _json(capsys, str(folder), "--layout", "text:2")["settings"]["model_layout"] == "block"
 
 
 def test_a_flag_overrides_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -513,6 +531,16 @@ BAD_SETTINGS = {
         lambda p: _write_model_json(p / "model.json", {**MODEL_ROPE, "head_dim": 127}),
         [],
         "model.json: decoder.rope.head_dim: must be an even integer >= 2, got 127",
+    ),
+    "model.json merge": (
+        lambda p: _write_model_json(p / "model.json", MODEL_ROPE, merge="2"),
+        [],
+        "model.json: vision.merge_size: must be an integer >= 1, got '2'",
+    ),
+    "model.json layout": (
+        lambda p: _write_model_json(p / "model.json", {**MODEL_ROPE, "layout": "spiral"}),
+        [],
+        "model.json: decoder.rope.layout: must be interleaved or block, got 'spiral'",
     ),
     "flag sections": (
         None,
