@@ -39,25 +39,34 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "settings",
         nargs="?",
+        metavar="SETTINGS",
         help="model.json, config.json or a checkpoint folder (optional with --theta, --head-dim and "
         "--mrope-section)",
     )
     parser.add_argument(
         "--layout",
         required=True,
+        metavar="LAYOUT",
         help="the prompt, e.g. text:3,image:1x8x6,text:2; an image is its patch grid TxHxW as "
         "image_grid_thw (t=1; h, w multiples of the spatial merge)",
     )
     parser.add_argument(
         "--compare",
+        metavar="A,B[,C]",
         help=f"layouts to show, the first compared with each other one: {', '.join(LAYOUTS)} (default: the "
         "model's layout and the other MRoPE one, else interleaved,block)",
     )
-    parser.add_argument("--theta", help="override the RoPE base")
-    parser.add_argument("--head-dim", help="override head_dim (slots = head_dim/2)")
-    parser.add_argument("--mrope-section", help="override mrope_section as T,H,W (summing to head_dim/2)")
-    parser.add_argument("--merge", help="override the spatial merge (default: the settings', else 2)")
-    parser.add_argument("--top", default="5", help="largest differences listed per comparison (default 5)")
+    parser.add_argument("--theta", metavar="X", help="override the RoPE base")
+    parser.add_argument("--head-dim", metavar="N", help="override head_dim (slots = head_dim/2)")
+    parser.add_argument(
+        "--mrope-section", metavar="T,H,W", help="override mrope_section as T,H,W (summing to head_dim/2)"
+    )
+    parser.add_argument(
+        "--merge", metavar="N", help="override the spatial merge (default: the settings', else 2)"
+    )
+    parser.add_argument(
+        "--top", default="5", metavar="N", help="largest differences listed per comparison (default 5)"
+    )
     add_report_options(parser, formats=("text", "json", "md"))
     parser.set_defaults(func=cmd_rope)
 
