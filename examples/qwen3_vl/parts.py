@@ -100,7 +100,7 @@ class PatchEmbedPart(nn.Module):
         width = conv.weight[0].numel()
         self.proj = nn.Linear(width, conv.out_channels, device="meta")  # parameters set below
         self.proj.weight = _frozen(conv.weight.view(conv.out_channels, width))
-        self.proj.bias = conv.bias
+        self.proj.bias = cast(nn.Parameter, conv.bias)
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
         return self.proj(pixel_values)
@@ -148,7 +148,7 @@ class VisionPart(nn.Module):
     def __init__(self, hf: Qwen3VLForConditionalGeneration) -> None:
         super().__init__()
         visual = _visual(hf)
-        vcfg = hf.config.vision_config
+        vcfg: Any = hf.config.vision_config
         self.blocks = nn.ModuleList(_Block(b, int(vcfg.num_heads)) for b in visual.blocks)
         self.taps = [int(i) for i in vcfg.deepstack_visual_indexes]
         if any(not 0 <= i < len(self.blocks) for i in self.taps):
@@ -176,7 +176,12 @@ class MergerPart(nn.Module):
         merger = _visual(hf).merger
         if merger.use_postshuffle_norm:
             raise ValueError("the main merger normalises each patch (use_postshuffle_norm false)")
-        self.norm, self.fc1, self.act, self.fc2 = merger.norm, merger.linear_fc1, merger.act_fn, merger.linear_fc2
+        self.norm, self.fc1, self.act, self.fc2 = (
+            merger.norm,
+            merger.linear_fc1,
+            merger.act_fn,
+            merger.linear_fc2,
+        )
         self.width = int(merger.norm.normalized_shape[0])
 
     def forward(self, grouped: torch.Tensor) -> torch.Tensor:
@@ -197,7 +202,12 @@ class DeepStackMergerPart(nn.Module):
         merger = mergers[k]
         if not merger.use_postshuffle_norm:
             raise ValueError(f"DeepStack merger {k} normalises each patch, not the grouped rows")
-        self.norm, self.fc1, self.act, self.fc2 = merger.norm, merger.linear_fc1, merger.act_fn, merger.linear_fc2
+        self.norm, self.fc1, self.act, self.fc2 = (
+            merger.norm,
+            merger.linear_fc1,
+            merger.act_fn,
+            merger.linear_fc2,
+        )
 
     def forward(self, grouped: torch.Tensor) -> torch.Tensor:
         """``[1, M, 4C]`` -> ``[1, M, out_hidden]``."""
@@ -210,7 +220,7 @@ class DeepStackMergerPart(nn.Module):
 def text_config(hf: Qwen3VLForConditionalGeneration) -> TextConfig:
     """The numbers of HF's text model as the shared Qwen3 layers take them. What those layers do not
     implement (attention bias, an activation other than SiLU, a RoPE type other than default) is refused."""
-    t = hf.config.text_config
+    t: Any = hf.config.text_config
     where = "text_config"
     refuse_unsupported(t.to_dict(), where)
     rope = dict(t.rope_parameters or {})
@@ -278,7 +288,12 @@ class DecoderPart(nn.Module):
         return self.norm(hidden), grown
 
     def forward(
-        self, hidden: torch.Tensor, mask: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *ds: torch.Tensor
+        self,
+        hidden: torch.Tensor,
+        mask: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        *ds: torch.Tensor,
     ) -> torch.Tensor:
         return self.step(hidden, mask, cos, sin, ds, KVCache())[0]
 
