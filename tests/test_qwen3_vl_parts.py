@@ -121,6 +121,37 @@ def _grid(gh: int, gw: int) -> torch.Tensor:
     return torch.tensor([[1, gh, gw]])
 
 
+class Recorder:
+    """Forward hooks on HF modules: what each computed, by key, the latest call."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self._handles: list[Any] = []
+
+    def output(self, key: str, module: torch.nn.Module) -> None:
+        def hook(_m: torch.nn.Module, _args: Any, out: Any) -> None:
+            self.values[key] = out
+
+        self._handles.append(module.register_forward_hook(hook))
+
+    def inputs(self, key: str, module: torch.nn.Module) -> None:
+        def hook(_m: torch.nn.Module, args: Any, kwargs: Any) -> None:
+            self.values[key] = (args, kwargs)
+
+        self._handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
+
+    def close(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+@pytest.fixture
+def recorder() -> Iterator[Recorder]:
+    rec = Recorder()
+    yield rec
+    rec.close()
+
+
 # ---- vision parts and tables, one module at a time ------------------------------------------------------
 
 
@@ -187,6 +218,36 @@ def test_interpolated_pos_embed_is_torch_bilinear_with_aligned_corners(hf: Any, 
     assert_close(interpolated_pos_embed(table, gh, gw), resized[:, rows, cols].T, 1e-6)
 
 
+@pytest.mark.parametrize("qkv", ["fused", "split"])
+def test_vision_part_is_hfs_vit(hf: Any, recorder: Recorder, qkv: str) -> None:
+    """The ViT on a portrait grid: the last block's output and every DeepStack tap equal HF's blocks'."""
+    visual, gh, gw = hf.model.visual, 8, 4
+    for i, block in enumerate(visual.blocks):
+        recorder.output(f"block{i}", block)
+    pixels = torch.randn(gh * gw, 1536, generator=_gen(8))
+    cos, sin = vision_rope_tables(gh, gw, 16, 10000.0)
+    with torch.no_grad():
+        want = visual(pixels, grid_thw=_grid(gh, gw)).last_hidden_state
+        patch = PatchEmbedPart(hf)(pixels[None])
+        pos = interpolated_pos_embed(visual.pos_embed.weight, gh, gw)[None]
+        final, *taps = VisionPart(hf, qkv)(patch, pos, cos[None], sin[None])  # type: ignore[arg-type]
+    assert_close(final[0], want)
+    assert len(taps) == len(TAPS)
+    for tap, index in zip(taps, TAPS, strict=True):
+        assert_close(tap[0], recorder.values[f"block{index}"])
+
+
+def test_vision_part_shares_hfs_weights(hf: Any) -> None:
+    block = hf.model.visual.blocks[1]
+    fused: Any = VisionPart(hf).blocks[1]
+    assert fused.qkv is block.attn.qkv and fused.mlp is block.mlp and fused.norm1 is block.norm1
+    split: Any = VisionPart(hf, "split").blocks[1]
+    qkv = block.attn.qkv.weight
+    rows = qkv.shape[0] // 3
+    for i, linear in enumerate((split.q, split.k, split.v)):  # views of the fused tensor's row blocks
+        assert linear.weight.data_ptr() == qkv[i * rows].data_ptr()
+
+
 def test_mergers_are_hfs(hf: Any) -> None:
     visual = hf.model.visual
     x = torch.randn(24, 64, generator=_gen(1))
@@ -250,37 +311,6 @@ def test_mrope_refuses_a_section_not_summing_to_half_the_head() -> None:
 
 
 # ---- the parts chained against HF's whole model ---------------------------------------------------------
-
-
-class Recorder:
-    """Forward hooks on HF modules: what each computed, by key, the latest call."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-        self._handles: list[Any] = []
-
-    def output(self, key: str, module: torch.nn.Module) -> None:
-        def hook(_m: torch.nn.Module, _args: Any, out: Any) -> None:
-            self.values[key] = out
-
-        self._handles.append(module.register_forward_hook(hook))
-
-    def inputs(self, key: str, module: torch.nn.Module) -> None:
-        def hook(_m: torch.nn.Module, args: Any, kwargs: Any) -> None:
-            self.values[key] = (args, kwargs)
-
-        self._handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
-
-    def close(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-
-
-@pytest.fixture
-def recorder() -> Iterator[Recorder]:
-    rec = Recorder()
-    yield rec
-    rec.close()
 
 
 def _prompt(grid: tuple[int, int] | None) -> list[int]:
@@ -469,6 +499,9 @@ def _specs(hf: Any) -> list[Any]:
             "patch_embed", PatchEmbedPart(hf).eval(), (torch.randn(1, n, 1536, generator=gen),), patches
         ),
         ExportSpec("vision", VisionPart(hf).eval(), vision, {"patches": [(i, 1) for i in range(4)]}),
+        ExportSpec(
+            "vision_split", VisionPart(hf, "split").eval(), vision, {"patches": [(i, 1) for i in range(4)]}
+        ),
         ExportSpec("merger", MergerPart(hf).eval(), (grouped,), blocks),
         *(
             ExportSpec(f"deepstack_merger{k}", DeepStackMergerPart(hf, k).eval(), (grouped,), blocks)
@@ -509,11 +542,14 @@ def _run(exported: dict[str, Any], name: str, feeds: dict[str, torch.Tensor], ou
 
 
 @pytest.mark.slow
-def test_the_vit_exports_to_layernorm_split_gemms_rotary_sdpa_and_tanh_gelu(exported: dict[str, Any]) -> None:
-    by_type = _types(_graph(exported, "vision"))
+@pytest.mark.parametrize("name", ["vision", "vision_split"])
+def test_the_vit_exports_to_layernorm_gemms_rotary_sdpa_and_tanh_gelu(
+    exported: dict[str, Any], name: str
+) -> None:
+    by_type = _types(_graph(exported, name))
     depth = 4
     assert [layer.name for layer in by_type["Input"]] == ["in0", "in1", "in2", "in3"]
-    assert not {"MultiHeadAttention", "Slice", "Crop", "ExpandDims", "Tile"} & set(by_type)
+    assert not {"MultiHeadAttention", "Crop", "ExpandDims", "Tile"} & set(by_type)
     gelus = by_type["GELU"]
     assert len(gelus) == depth and all(g.get("fast_gelu") == 1 for g in gelus)
     norms = by_type["LayerNorm"]
@@ -524,7 +560,14 @@ def test_the_vit_exports_to_layernorm_split_gemms_rotary_sdpa_and_tanh_gelu(expo
     rope = by_type["RotaryEmbed"]
     assert len(rope) == 2 * depth and all(r.get("interleaved") == 0 for r in rope)
     gemms = sorted((g.get("constantN"), g.get("constantK")) for g in by_type["Gemm"])
-    assert gemms == sorted([(64, 64)] * 4 * depth + [(128, 64), (64, 128)] * depth)  # q k v proj fc1 fc2
+    mlp = [(128, 64), (64, 128)]
+    if name == "vision":  # one qkv Gemm, its output columns sliced into q, k, v
+        assert gemms == sorted([(192, 64), (64, 64), *mlp] * depth)
+        slices = by_type["Slice"]
+        assert len(slices) == depth and all(len(x.outputs) == 3 for x in slices)
+        assert all(x.get("axis") == 1 and list(x.get("slices")) == [64, 64, -233] for x in slices)
+    else:  # q, k, v, proj
+        assert gemms == sorted([(64, 64)] * 4 * depth + mlp * depth) and "Slice" not in by_type
 
 
 @pytest.mark.slow
@@ -565,9 +608,10 @@ def test_the_exported_vision_parts_equal_torch_in_ncnn(hf: Any, exported: dict[s
         want = VisionPart(hf)(patch, pos, cos[None], sin[None])
         feeds = {"in0": patch[0], "in1": pos[0], "in2": cos, "in3": sin}
         outs = [f"out{i}" for i in range(len(want))]
-        got_vit = _run(exported, "vision", feeds, outs)
-        for i, name in enumerate(outs):
-            assert_close(torch.from_numpy(got_vit[name]), want[i][0])
+        for graph in ("vision", "vision_split"):
+            got_vit = _run(exported, graph, feeds, outs)
+            for i, name in enumerate(outs):
+                assert_close(torch.from_numpy(got_vit[name]), want[i][0])
         grouped = want[0].view(1, -1, 256)
         assert_close(
             torch.from_numpy(_run(exported, "merger", {"in0": grouped[0]}, ["out0"])["out0"]),
@@ -594,3 +638,37 @@ def test_the_exported_decoder_equals_torch_in_ncnn(hf: Any, exported: dict[str, 
     feeds = {"in0": hidden[0], "in1": mask[0], "in2": cos, "in3": sin}
     feeds.update({f"in{4 + k}": ds[0] for k, ds in enumerate(deepstack)})
     assert_close(torch.from_numpy(_run(exported, "decoder", feeds, ["out0"])["out0"]), want)
+
+
+@pytest.mark.slow
+def test_every_exported_weight_is_a_checkpoint_tensor(
+    hf: Any, exported: dict[str, Any], tmp_path: Path
+) -> None:
+    """gsurg's weight pairing (what a conversion's weight maps are made of) finds every weight of every
+    part in the checkpoint HF saves, reshaped at most; the split qkv's row slices have no partner, which is
+    why the fused form is the default."""
+    from graphsurgeon.formats.model_bin import read_bin
+    from graphsurgeon.formats.param_text import read_param_text
+    from graphsurgeon.formats.safetensors import Checkpoint
+    from graphsurgeon.pipeline.weight_pairing import WeightMatcher, WeightMatchError
+
+    hf.save_pretrained(str(tmp_path))
+    ckpt = Checkpoint(str(tmp_path / "model.safetensors"))
+    try:
+        matcher = WeightMatcher(ckpt)
+        paired: dict[str, set[str]] = {}
+        for name, model in exported.items():
+            graph = read_param_text(model.param)
+            records = read_bin(graph, model.bin)
+            if name == "vision_split":
+                with pytest.raises(WeightMatchError, match="sliced"):
+                    matcher.pair_graph(graph, records, model.bin.name)
+                continue
+            pairs = matcher.pair_graph(graph, records, model.bin.name)
+            assert len(pairs) == len(records) > 0, name
+            paired[name] = {p.tensor for p in pairs}
+    finally:
+        ckpt.close()
+    assert "model.visual.patch_embed.proj.weight" in paired["patch_embed"]
+    assert "model.visual.blocks.3.attn.qkv.weight" in paired["vision"]
+    assert paired["lm_head"] == {"model.language_model.embed_tokens.weight"}  # tied

@@ -17,11 +17,12 @@ Vision, one image (one frame) of ``gh x gw`` patches, ``N = gh*gw``, rows in HF'
   embedding, ``vision_tables.interpolated_pos_embed``), ``cos, sin [1, N, head_dim]``
   (``vision_tables.vision_rope_tables``) -> the last block's output ``[1, N, C]`` followed by the outputs
   of the blocks ``deepstack_visual_indexes`` names (DeepStack taps), in that order. It adds ``pos``, then
-  runs every block with HF's own ``norm1``/``norm2`` (LayerNorm eps 1e-6), ``attn.proj`` and ``mlp``
-  (gelu tanh in Qwen3-VL's config); the fused ``qkv`` Linear is split by rows into three Linears whose
-  weights are views of it (rows ``[0,C)`` q, ``[C,2C)`` k, ``[2C,3C)`` v, HF's ``reshape(N, 3, heads, d)``),
-  RoPE is ``x*cos + rotate_half(x)*sin`` and attention is bidirectional SDPA without a mask (one call per
-  image replaces HF's ``cu_seqlens``). A tap on the last block repeats the first output.
+  runs every block with HF's own ``norm1``/``norm2`` (LayerNorm eps 1e-6), ``attn.qkv``, ``attn.proj`` and
+  ``mlp`` (gelu tanh in Qwen3-VL's config). The fused qkv output is split by columns, ``[0,C)`` q,
+  ``[C,2C)`` k, ``[2C,3C)`` v (HF's ``reshape(N, 3, heads, d)``), so its rows are the q/k/v weights;
+  ``qkv="split"`` makes them three Linears instead (``QkvForm``). RoPE is ``x*cos + rotate_half(x)*sin``
+  and attention is bidirectional SDPA without a mask (one call per image replaces HF's ``cu_seqlens``).
+  A tap on the last block repeats the first output.
 * ``MergerPart`` / ``DeepStackMergerPart(k)``: ``[1, N/4, 4C]`` -> ``[1, N/4, out_hidden]``. The input is
   the ViT output (or tap) with each 2x2 block's four rows side by side, i.e. HF's ``view(-1, 4C)``, which
   the runtime does on the contiguous ``[N, C]`` buffer for free. (Inside the graph the view cannot be
@@ -47,7 +48,7 @@ LLM (``T`` tokens after ``past`` cached ones), the Qwen3 layers every Qwen3 exam
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -60,6 +61,11 @@ from examples.qwen3_llm.model import EmbedPart, LMHeadPart, Qwen3ForCausalLM
 if TYPE_CHECKING:
     from transformers import Qwen3VLForConditionalGeneration
 
+QkvForm = Literal["fused", "split"]
+"""How the ViT's fused qkv Linear is exported: ``fused``, HF's one Linear whose output is split by columns
+(one ncnn Gemm holding the checkpoint tensor itself, then a Slice); ``split``, three Linears over its row
+blocks (three Gemms whose weights are slices of the tensor, which no weight map pairs)."""
+
 __all__ = [
     "DecoderPart",
     "DeepStackMergerPart",
@@ -67,6 +73,7 @@ __all__ = [
     "LMHeadPart",
     "MergerPart",
     "PatchEmbedPart",
+    "QkvForm",
     "VisionPart",
     "mrope_axes",
     "mrope_tables",
@@ -116,27 +123,39 @@ def _rows(linear: nn.Linear, start: int, stop: int) -> nn.Linear:
 
 
 class _Block(nn.Module):
-    """One HF ``Qwen3VLVisionBlock`` with its qkv split by rows; every other module is HF's own."""
+    """One HF ``Qwen3VLVisionBlock``; every module is HF's own, except with ``qkv="split"`` three Linears
+    over the row blocks of ``attn.qkv``."""
 
-    def __init__(self, block: Any, heads: int) -> None:
+    def __init__(self, block: Any, heads: int, qkv: QkvForm) -> None:
         super().__init__()
         width = int(block.norm1.normalized_shape[0])
-        qkv = cast(nn.Linear, block.attn.qkv)
-        self.heads, self.head_dim = heads, width // heads
+        fused = cast(nn.Linear, block.attn.qkv)
+        self.width, self.heads, self.head_dim = width, heads, width // heads
         self.norm1, self.norm2 = block.norm1, block.norm2
-        self.q, self.k, self.v = (_rows(qkv, i * width, (i + 1) * width) for i in range(3))
+        self.qkv: nn.Linear | None = fused if qkv == "fused" else None
+        self.q: nn.Linear | None = None
+        self.k: nn.Linear | None = None
+        self.v: nn.Linear | None = None
+        if qkv == "split":
+            self.q, self.k, self.v = (_rows(fused, i * width, (i + 1) * width) for i in range(3))
         self.proj = block.attn.proj
         self.mlp = block.mlp
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(x.shape[0], x.shape[1], self.heads, self.head_dim).transpose(1, 2)
 
+    def _project(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self.qkv is not None:
+            q, k, v = self.qkv(h).split(self.width, dim=-1)
+            return q, k, v
+        assert self.q is not None and self.k is not None and self.v is not None
+        return self.q(h), self.k(h), self.v(h)
+
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """``x [1, N, C]``, ``cos/sin [1, N, d]`` (they broadcast over the heads of ``[1, heads, N, d]``)."""
-        h = self.norm1(x)
-        q = rope_fused(self._split(self.q(h)), cos, sin)
-        k = rope_fused(self._split(self.k(h)), cos, sin)
-        attn = F.scaled_dot_product_attention(q, k, self._split(self.v(h)))
+        q, k, v = (self._split(t) for t in self._project(self.norm1(x)))
+        q, k = rope_fused(q, cos, sin), rope_fused(k, cos, sin)
+        attn = F.scaled_dot_product_attention(q, k, v)
         attn = attn.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.heads * self.head_dim)
         x = x + self.proj(attn)
         return x + self.mlp(self.norm2(x))
@@ -145,11 +164,13 @@ class _Block(nn.Module):
 class VisionPart(nn.Module):
     """(hidden, pos, cos, sin) -> (last block output, *DeepStack taps)."""
 
-    def __init__(self, hf: Qwen3VLForConditionalGeneration) -> None:
+    def __init__(self, hf: Qwen3VLForConditionalGeneration, qkv: QkvForm = "fused") -> None:
         super().__init__()
+        if qkv not in ("fused", "split"):
+            raise ValueError(f"qkv must be 'fused' or 'split', not {qkv!r}")
         visual = _visual(hf)
         vcfg: Any = hf.config.vision_config
-        self.blocks = nn.ModuleList(_Block(b, int(vcfg.num_heads)) for b in visual.blocks)
+        self.blocks = nn.ModuleList(_Block(b, int(vcfg.num_heads), qkv) for b in visual.blocks)
         self.taps = [int(i) for i in vcfg.deepstack_visual_indexes]
         if any(not 0 <= i < len(self.blocks) for i in self.taps):
             raise ValueError(
