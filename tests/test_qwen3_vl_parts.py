@@ -10,6 +10,7 @@ the graphs in the ncnn wheel (exact fp32) at sizes other than the traced ones.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ from examples.qwen3_vl.parts import (
     VisionPart,
     mrope_axes,
     mrope_tables,
+    part_specs,
+    text_config,
     text_model,
 )
 from examples.qwen3_vl.vision_tables import (
@@ -451,6 +454,22 @@ def test_the_parts_chained_equal_hfs_model(hf: Any, recorder: Recorder, grid: tu
             assert_close(LMHeadPart(llm)(hidden), out.logits)
 
 
+def test_a_config_in_the_457_style_gives_the_same_parts(hf: Any) -> None:
+    """The 2B was saved by transformers 4.57 (``rope_scaling`` with the section, ``rope_theta`` beside it);
+    HF 5.24 reads that into ``rope_parameters``, which the parts read: the same LLM numbers and tables."""
+    raw = _config().to_dict()
+    text = raw["text_config"]
+    rope = text.pop("rope_parameters")
+    text["rope_theta"] = rope.pop("rope_theta")
+    text["rope_scaling"] = rope
+    old = transformers.Qwen3VLForConditionalGeneration(transformers.Qwen3VLConfig.from_dict(raw)).eval()
+    assert text_config(old) == text_config(hf)
+    (new_decoder,) = (s for s in part_specs(hf) if s.name == "decoder")
+    (old_decoder,) = (s for s in part_specs(old) if s.name == "decoder")
+    for a, b in zip(new_decoder.inputs[1:4], old_decoder.inputs[1:4], strict=True):  # mask, cos, sin
+        assert torch.equal(a, b)
+
+
 def test_text_model_shares_hfs_parameters(hf: Any) -> None:
     llm = text_model(hf)
     lm = hf.model.language_model
@@ -466,51 +485,21 @@ EXPORT_LENGTH = 8
 
 
 def _specs(hf: Any) -> list[Any]:
-    from graphsurgeon.export.spec import ExportSpec
-
-    gen = _gen(5)
-    gh, gw = EXPORT_GRID
-    n, m = gh * gw, gh * gw // 4
-    cos, sin = vision_rope_tables(gh, gw, 16, 10000.0)
-    llm = text_model(hf)
-    t = EXPORT_LENGTH
-    pos = torch.arange(t)[:, None].expand(t, 3)
-    tcos, tsin = mrope_tables(pos, TEXT_THETA, 16, SECTION)
-    patches = {"patches": [(0, 1)]}
-    blocks = {"blocks": [(0, 1)]}
-    vision = (
-        torch.randn(1, n, 64, generator=gen),
-        torch.randn(1, n, 64, generator=gen),
-        cos[None],
-        sin[None],
+    """The parts as ``part_specs`` gives them, and the ViT's split-qkv form beside its fused one."""
+    specs = part_specs(hf, EXPORT_GRID, EXPORT_LENGTH)
+    (split,) = (
+        dataclasses.replace(s, name="vision_split") for s in part_specs(hf, qkv="split") if s.name == "vision"
     )
-    decoder = (
-        torch.randn(1, t, 48, generator=gen),
-        causal_mask(0, t),
-        tcos[None],
-        tsin[None],
-        *(torch.randn(1, t, 48, generator=gen) for _ in TAPS),
-    )
-    seq = [(0, 1), (1, 1), (1, 2), (2, 1), (3, 1), *((4 + k, 1) for k in range(len(TAPS)))]
-    ids = torch.randint(0, 300, (1, t), generator=gen)
-    grouped = torch.randn(1, m, 256, generator=gen)
-    return [
-        ExportSpec(
-            "patch_embed", PatchEmbedPart(hf).eval(), (torch.randn(1, n, 1536, generator=gen),), patches
-        ),
-        ExportSpec("vision", VisionPart(hf).eval(), vision, {"patches": [(i, 1) for i in range(4)]}),
-        ExportSpec(
-            "vision_split", VisionPart(hf, "split").eval(), vision, {"patches": [(i, 1) for i in range(4)]}
-        ),
-        ExportSpec("merger", MergerPart(hf).eval(), (grouped,), blocks),
-        *(
-            ExportSpec(f"deepstack_merger{k}", DeepStackMergerPart(hf, k).eval(), (grouped,), blocks)
-            for k in range(len(TAPS))
-        ),
-        ExportSpec("embed", EmbedPart(llm).eval(), (ids,), {"seq": [(0, 1)]}),
-        ExportSpec("decoder", DecoderPart(llm, len(TAPS)).eval(), decoder, {"seq": seq}),
-        ExportSpec("lm_head", LMHeadPart(llm).eval(), (decoder[0],), {"seq": [(0, 1)]}),
+    assert [s.name for s in specs] == [
+        "patch_embed",
+        "vision",
+        "merger",
+        *(f"deepstack_merger{k}" for k in range(len(TAPS))),
+        "embed",
+        "decoder",
+        "lm_head",
     ]
+    return [*specs, split]
 
 
 @pytest.fixture(scope="module")
@@ -624,9 +613,9 @@ def test_the_exported_vision_parts_equal_torch_in_ncnn(hf: Any, exported: dict[s
 
 
 @pytest.mark.slow
-def test_the_exported_decoder_equals_torch_in_ncnn(hf: Any, exported: dict[str, Any]) -> None:
-    t = 5
-    gen = _gen(7)
+@pytest.mark.parametrize("t", [1, 5], ids=["decode-step", "prefill"])
+def test_the_exported_decoder_equals_torch_in_ncnn(hf: Any, exported: dict[str, Any], t: int) -> None:
+    gen = _gen(7 + t)
     llm = text_model(hf)
     hidden = torch.randn(1, t, 48, generator=gen)
     positions = torch.randint(0, 40, (t, 3), generator=gen)

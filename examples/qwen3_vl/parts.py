@@ -42,7 +42,9 @@ LLM (``T`` tokens after ``past`` cached ones), the Qwen3 layers every Qwen3 exam
   exact, so one graph serves prefill and decode) -> hidden after the final norm ``[1, T, H]``. ``forward``
   has no cache (the export); ``step`` takes and returns a ``KVCache`` (the tests' decode steps).
 
-``mrope_tables`` computes the text RoPE tables from per-token ``(t, h, w)`` positions.
+``mrope_tables`` computes the text RoPE tables from per-token ``(t, h, w)`` positions. ``part_specs``
+gives every part as an ``ExportSpec`` (the names, example inputs and dynamic dims an export source hands
+to gsurg).
 """
 
 from __future__ import annotations
@@ -55,8 +57,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from examples.qwen3_config import TextConfig, refuse_unsupported
-from examples.qwen3_layers import KVCache, inverse_frequencies, rope_fused
+from examples.qwen3_layers import KVCache, causal_mask, inverse_frequencies, rope_fused
 from examples.qwen3_llm.model import EmbedPart, LMHeadPart, Qwen3ForCausalLM
+from graphsurgeon.export.spec import ExportSpec
+
+from .vision_tables import vision_rope_tables
 
 if TYPE_CHECKING:
     from transformers import Qwen3VLForConditionalGeneration
@@ -77,6 +82,7 @@ __all__ = [
     "VisionPart",
     "mrope_axes",
     "mrope_tables",
+    "part_specs",
     "text_config",
     "text_model",
 ]
@@ -349,3 +355,67 @@ def mrope_tables(
     angles = pos * inverse_frequencies(head_dim, theta)[None, :]
     emb = torch.cat((angles, angles), dim=-1)
     return emb.cos(), emb.sin()
+
+
+# ---- export specs ----------------------------------------------------------------------------------------
+
+EXAMPLE_GRID = (4, 6)
+"""The traced grid: not square, so rows and columns cannot be confused; gsurg's second shape has 27
+patches (and 9 merged rows for the mergers)."""
+EXAMPLE_LENGTH = 8
+
+
+def part_specs(
+    hf: Qwen3VLForConditionalGeneration,
+    grid: tuple[int, int] = EXAMPLE_GRID,
+    length: int = EXAMPLE_LENGTH,
+    qkv: QkvForm = "fused",
+) -> list[ExportSpec]:
+    """Every part, each with its patch, merged-row or sequence dim dynamic: ``patch_embed``, ``vision``,
+    ``merger``, ``deepstack_merger{k}`` (one per tap), ``embed``, ``decoder``, ``lm_head``. The example
+    inputs are seeded random values, except the RoPE tables and the mask (those of ``grid`` and of text
+    positions ``0..length-1``). No calibration samples (an export source adds them)."""
+    vcfg: Any = hf.config.vision_config
+    tcfg: Any = hf.config.text_config
+    gen = torch.Generator().manual_seed(0)
+    gh, gw = grid
+    merge = int(vcfg.spatial_merge_size)
+    n, m = gh * gw, gh * gw // merge**2
+    width, heads = int(vcfg.hidden_size), int(vcfg.num_heads)
+    patch_width = int(vcfg.in_channels) * int(vcfg.temporal_patch_size) * int(vcfg.patch_size) ** 2
+    cos, sin = vision_rope_tables(gh, gw, width // heads, float(vcfg.rope_parameters["rope_theta"]), merge)
+    llm = text_model(hf)
+    rope = tcfg.rope_parameters
+    positions = torch.arange(length)[:, None].expand(length, 3)
+    tcos, tsin = mrope_tables(positions, float(rope["rope_theta"]), int(tcfg.head_dim), rope["mrope_section"])
+    taps = len(vcfg.deepstack_visual_indexes)
+    hidden = int(tcfg.hidden_size)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(1, *shape, generator=gen)
+
+    vision = (rand(n, width), rand(n, width), cos[None], sin[None])
+    text = rand(length, hidden)
+    decoder = (
+        text,
+        causal_mask(0, length),
+        tcos[None],
+        tsin[None],
+        *(rand(length, hidden) for _ in range(taps)),
+    )
+    seq = [(0, 1), (1, 1), (1, 2), (2, 1), (3, 1), *((4 + k, 1) for k in range(taps))]
+    grouped = rand(m, merge**2 * width)
+    rows = {"merged": [(0, 1)]}
+    ids = torch.randint(0, int(tcfg.vocab_size), (1, length), generator=gen)
+    return [
+        ExportSpec("patch_embed", PatchEmbedPart(hf).eval(), (rand(n, patch_width),), {"patches": [(0, 1)]}),
+        ExportSpec("vision", VisionPart(hf, qkv).eval(), vision, {"patches": [(i, 1) for i in range(4)]}),
+        ExportSpec("merger", MergerPart(hf).eval(), (grouped,), rows),
+        *(
+            ExportSpec(f"deepstack_merger{k}", DeepStackMergerPart(hf, k).eval(), (grouped,), rows)
+            for k in range(taps)
+        ),
+        ExportSpec("embed", EmbedPart(llm).eval(), (ids,), {"seq": [(0, 1)]}),
+        ExportSpec("decoder", DecoderPart(llm, taps).eval(), decoder, {"seq": seq}),
+        ExportSpec("lm_head", LMHeadPart(llm).eval(), (text,), {"seq": [(0, 1)]}),
+    ]
