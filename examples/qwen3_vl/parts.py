@@ -45,6 +45,24 @@ LLM (``T`` tokens after ``past`` cached ones), the Qwen3 layers every Qwen3 exam
 ``mrope_tables`` computes the text RoPE tables from per-token ``(t, h, w)`` positions. ``part_specs``
 gives every part as an ``ExportSpec`` (the names, example inputs and dynamic dims an export source hands
 to gsurg).
+
+What pnnx 20261020 makes of them (``fp16=0``, the patch / merged-row / sequence dim dynamic; every input
+loses its batch dim, so the ViT's inputs are 2-D ``[N, .]``; ``tests/test_qwen3_vl_parts.py`` checks these):
+
+* patch_embed: ``Split -> Reshape 6="0w,-1" -> Gemm (N=C, K=1536, bias) -> Reshape 6="0w,1h,1c"``, an
+  ``out0`` of ``[1, N, C]`` (c=1): the pattern of ``rules/common-rules.yaml``'s ``linear-on-rows``;
+* vision: ``BinaryOp`` add of in0 and in1, then per block ``LayerNorm 0=C 1=1e-6``, ``Gemm`` (3C x C),
+  ``Slice -23300=3,C,C,-233 1=1`` (q, k, v columns), ``Reshape 6="d,heads,0h"`` + ``Permute 0=2`` each,
+  ``RotaryEmbed 0=0`` on q and k reading in2/in3, ``SDPA 5=0`` (three bottoms, no scale param: 1/sqrt(d)
+  at runtime, HF's), ``Permute``, ``Reshape``, the proj ``Gemm``, ``BinaryOp`` residual adds, ``Gemm``,
+  ``GELU 0=1``, ``Gemm``. No MultiHeadAttention, ExpandDims or Crop. Outputs ``out0`` (last block) and
+  ``out1..`` (taps; a tap on the last block leaves the same Split as ``out0``). ``qkv="split"``: three
+  ``Gemm`` C x C and no Slice;
+* merger: ``Reshape 6="C,*(4,0h)" -> LayerNorm 0=C -> Reshape -> Gemm -> GELU (0=0) -> Gemm``;
+  deepstack_merger{k}: ``LayerNorm 0=4C -> Gemm -> GELU (0=0) -> Gemm``;
+* embed, lm_head: as ``examples/qwen3_llm/model.py`` says; decoder: the same layers as that decoder (in0
+  hidden, in1 mask, in2 cos, in3 sin; ``SDPA 5=1`` reading in1, ``RotaryEmbed 0=0``, ``RMSNorm``, ``Gemm
+  7=0``), and inputs ``in4..`` each read by one ``BinaryOp 0=0`` after the residual add that ends layer k.
 """
 
 from __future__ import annotations
