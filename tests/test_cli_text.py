@@ -19,7 +19,7 @@ from tests.conftest import REPO
 
 QUICK = REPO / "examples" / "quickstart"
 SLOTS = REPO / "rules" / "matmul-weight-slots.yaml"
-REPORTING = ["fmt", "lint", "synth-bin", "diff-bin", "apply", "verify"]
+REPORTING = ["fmt", "lint", "synth-bin", "diff-bin", "apply", "verify", "rope"]
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:

@@ -238,6 +238,8 @@ def check_outputs(argv: list[str], result: Result, ws: Workspace, written: list[
             assert target is not None and (ws.root / target) in written, (where, written)
         elif command == "schema":
             assert "$defs" in json.loads(result.out), where
+        elif command == "rope":
+            assert "largest |Δangle|" in result.out, (where, result.out)
     elif argv[0] == RUNNER_IN_README:
         assert result.out.strip(), (where, result.err)
     elif argv[2].endswith(".make_tiny"):
