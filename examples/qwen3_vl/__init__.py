@@ -1,0 +1,3 @@
+"""Qwen3-VL (Qwen/Qwen3-VL-2B-Instruct and its family): the embedded tiny checkpoint (``make_tiny``,
+``tiny_tokenizer``), the checkpoint's config reader (``config``) and an image processor assembled from
+transformers' own parts without torchvision (``processor``)."""
