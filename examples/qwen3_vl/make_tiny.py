@@ -172,12 +172,59 @@ def make_tiny(folder: Path | str, *, seed: int = 0) -> Path:
     return folder
 
 
+def transformers_4_style(raw: dict[str, Any], eos_token_id: int, bos_token_id: int) -> dict[str, Any]:
+    """``config.json`` (as ``make_tiny`` writes it) in the style transformers 4.57 saved the released
+    Qwen3-VL-2B with: ``text_config.rope_scaling = {rope_type: default, mrope_section, mrope_interleaved}``
+    with ``rope_theta`` beside it instead of ``rope_parameters``; ``bos_token_id`` / ``eos_token_id`` in
+    ``text_config``; no vision RoPE keys; the vision section's ``model_type`` ``qwen3_vl`` (the old
+    checkpoints' value that transformers 5.24's ``Qwen3VLConfig.__post_init__`` corrects); ``torch_dtype``
+    for ``dtype``. The numbers are unchanged."""
+    out = {k: v for k, v in raw.items() if k != "dtype"}
+    text = {k: v for k, v in raw["text_config"].items() if k != "rope_parameters"}
+    rope = raw["text_config"]["rope_parameters"]
+    text["rope_scaling"] = {k: v for k, v in sorted(rope.items()) if k != "rope_theta"}
+    text["rope_theta"] = rope["rope_theta"]
+    text.update(bos_token_id=bos_token_id, eos_token_id=eos_token_id)
+    vision = {k: v for k, v in raw["vision_config"].items() if k != "rope_parameters"}
+    vision["model_type"] = "qwen3_vl"
+    out.update(
+        text_config=dict(sorted(text.items())),
+        vision_config=dict(sorted(vision.items())),
+        torch_dtype=raw.get("dtype", "float32"),
+        transformers_version="4.57.0",
+    )
+    return dict(sorted(out.items()))
+
+
+def write_transformers_4_style(folder: Path | str) -> Path:
+    """Rewrite ``folder/config.json`` (a ``make_tiny`` folder) with ``transformers_4_style``, the ids of
+    ``<|im_end|>`` and ``<|endoftext|>`` from the folder's tokenizer."""
+    import json
+
+    folder = Path(folder)
+    path = folder / "config.json"
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    tokens = {
+        t["content"]: t["id"] for t in json.loads((folder / "tokenizer.json").read_text())["added_tokens"]
+    }
+    new = transformers_4_style(raw, eos_token_id=tokens[IM_END], bos_token_id=tokens[ENDOFTEXT])
+    path.write_text(json.dumps(new, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--transformers-4-style",
+        action="store_true",
+        help="write config.json as transformers 4.57 saved Qwen3-VL-2B (rope_scaling, rope_theta beside it)",
+    )
     args = parser.parse_args(argv)
     make_tiny(args.folder, seed=args.seed)
+    if args.transformers_4_style:
+        write_transformers_4_style(args.folder)
 
 
 if __name__ == "__main__":
