@@ -20,7 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from examples.qwen3_vl.config import facts, load_config  # noqa: E402
+from examples.qwen3_vl.config import facts, load_config, load_image_processor  # noqa: E402
 from examples.qwen3_vl.make_tiny import SHIPPED, write_transformers_4_style  # noqa: E402
 from graphsurgeon.errors import GsurgError  # noqa: E402
 from graphsurgeon.formats.safetensors import CheckpointError  # noqa: E402
@@ -316,3 +316,61 @@ def test_the_transformers_4_style_is_refused_naming_its_own_keys(
     with pytest.raises(CheckpointError) as err:
         load_config(folder)
     assert str(err.value).startswith(f"{folder / 'config.json'}: ") and message in str(err.value)
+
+
+def _hf_image_processor(folder: Path) -> Any:
+    return transformers.Qwen2VLImageProcessorPil.from_pretrained(str(folder))
+
+
+@pytest.mark.parametrize(
+    "style",
+    [
+        {},  # size.shortest_edge / longest_edge, as make_tiny's processor saves it
+        {"min_pixels": 4096, "max_pixels": 131072},  # the older keys, which win over size
+        {"size": None, "min_pixels": 8192, "max_pixels": 65536},
+    ],
+    ids=["size", "min-max-over-size", "min-max-only"],
+)
+def test_the_image_processor_reads_as_transformers_reads_it(tmp_path: Path, style: dict[str, Any]) -> None:
+    folder = _copy(tmp_path)
+    path = folder / "preprocessor_config.json"
+    _edit(path, lambda raw: raw.update({k: v for k, v in style.items() if v is not None}))
+    if "size" in style:
+        _edit(path, lambda raw: raw.pop("size"))
+    ours = load_image_processor(folder, load_config(folder).vision)
+    hf = _hf_image_processor(folder)
+    assert (ours.min_pixels, ours.max_pixels) == (hf.size.shortest_edge, hf.size.longest_edge)
+    assert (ours.patch_size, ours.temporal_patch_size, ours.merge_size) == (
+        hf.patch_size,
+        hf.temporal_patch_size,
+        hf.merge_size,
+    )
+    assert list(ours.image_mean) == list(hf.image_mean) and list(ours.image_std) == list(hf.image_std)
+    assert ours.rescale_factor == hf.rescale_factor and ours.resample == int(hf.resample) == 3
+    assert facts(str(folder))["image_processor"]["max_pixels"] == hf.size.longest_edge
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda raw: raw.update(patch_size=14),
+            "patch_size 14 differs from config.json vision_config.patch_size 16",
+        ),
+        (
+            lambda raw: raw.update(merge_size=1),
+            "merge_size 1 differs from config.json vision_config.spatial_merge_size",
+        ),
+        (lambda raw: raw.pop("image_mean"), "image_mean must be three numbers, not None"),
+        (lambda raw: raw.pop("size"), "no min_pixels or size.shortest_edge"),
+        (lambda raw: raw.update(min_pixels=10**6), "min_pixels 1000000 exceeds max_pixels 262144"),
+        (lambda raw: raw.update(resample=2), "resample 2 is not supported (only 3, PIL BICUBIC)"),
+    ],
+    ids=["patch", "merge", "mean", "budget", "min-over-max", "resample"],
+)
+def test_an_image_processor_refusal_names_its_file_and_key(tmp_path: Path, edit: Edit, message: str) -> None:
+    folder = _copy(tmp_path)
+    _edit(folder / "preprocessor_config.json", edit)
+    with pytest.raises(CheckpointError) as err:
+        facts(str(folder))
+    assert str(err.value).startswith(f"{folder / 'preprocessor_config.json'}: ") and message in str(err.value)
