@@ -199,9 +199,9 @@ def test_the_processor_expands_the_image_pads_and_hf_generates(processor: Any, m
         assert inputs["pixel_values"].shape == (grid.prod().item(), 1536)
         assert (inputs["mm_token_type_ids"] == 1).sum().item() == grid.prod().item() // 4
         with torch.no_grad():
-            out = model.generate(**inputs, max_new_tokens=8, do_sample=False)
+            out = model.generate(**inputs, max_new_tokens=32, do_sample=False, eos_token_id=None)
         new = out[0, inputs["input_ids"].shape[1] :].tolist()
-        assert len(new) == 8 and len(set(new)) > 2  # greedy decoding is not stuck on one token
+        assert len(new) == 32 and len(set(new)) >= 10  # greedy decoding is not stuck on a few tokens
         outputs.append(new)
     assert outputs[0] != outputs[1]  # the image changes the answer
 
