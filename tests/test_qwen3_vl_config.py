@@ -204,7 +204,7 @@ REFUSALS: list[tuple[str, Edit, str]] = [
     (
         "mrope-blocks",
         _rope(mrope_interleaved=False),
-        "text_config: rope_parameters.mrope_interleaved False is not supported",
+        "text_config: rope_parameters.mrope_interleaved false is not supported",
     ),
     ("rope-type", _rope(rope_type="yarn"), "text_config: rope_parameters.rope_type 'yarn' is not supported"),
     ("text-act", _text(hidden_act="gelu"), "text_config: hidden_act 'gelu' is not supported (only silu)"),

@@ -52,6 +52,7 @@ No torch here.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -217,8 +218,8 @@ def mrope_section(raw: Mapping[str, Any], where: str, head_dim: int) -> tuple[in
     interleaved = spec.get("mrope_interleaved", True)
     if interleaved is not True:
         raise CheckpointError(
-            f"{where}: {key}.mrope_interleaved {interleaved!r} is not supported (transformers' Qwen3-VL "
-            "always interleaves the sections: only true)"
+            f"{where}: {key}.mrope_interleaved {json.dumps(interleaved)} is not supported (transformers' "
+            "Qwen3-VL always interleaves the sections: only true)"
         )
     return section[0], section[1], section[2]
 
