@@ -217,9 +217,10 @@ def mrope_section(raw: Mapping[str, Any], where: str, head_dim: int) -> tuple[in
             )
     interleaved = spec.get("mrope_interleaved", True)
     if interleaved is not True:
+        shown = json.dumps(interleaved, default=repr)  # as the file spells it
         raise CheckpointError(
-            f"{where}: {key}.mrope_interleaved {json.dumps(interleaved)} is not supported (transformers' "
-            "Qwen3-VL always interleaves the sections: only true)"
+            f"{where}: {key}.mrope_interleaved {shown} is not supported (transformers' Qwen3-VL always "
+            "interleaves the sections: only true)"
         )
     return section[0], section[1], section[2]
 
