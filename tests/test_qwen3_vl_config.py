@@ -374,3 +374,29 @@ def test_an_image_processor_refusal_names_its_file_and_key(tmp_path: Path, edit:
     with pytest.raises(CheckpointError) as err:
         facts(str(folder))
     assert str(err.value).startswith(f"{folder / 'preprocessor_config.json'}: ") and message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("top", "text"),
+    [(True, None), (None, None), (False, False), (None, True), (False, True), (True, False)],
+    ids=["top-only", "neither", "both-false", "text-only", "disagree", "disagree-2"],
+)
+def test_the_top_level_ties_as_in_transformers(tmp_path: Path, top: bool | None, text: bool | None) -> None:
+    """transformers 5.24 ties by the top-level key alone (default false; with only ``text_config``'s true
+    it leaves ``lm_head`` randomly initialised): the reader follows it and refuses a disagreement."""
+    folder = _copy(tmp_path)
+
+    def tie(raw: dict[str, Any]) -> None:
+        for section, value in ((raw, top), (raw["text_config"], text)):
+            section.pop("tie_word_embeddings")
+            if value is not None:
+                section["tie_word_embeddings"] = value
+
+    _edit(folder / "config.json", tie)
+    hf = transformers.AutoConfig.from_pretrained(str(folder)).tie_word_embeddings
+    assert hf is bool(top)
+    if text is not None and text != bool(top):
+        with pytest.raises(CheckpointError, match=r"disagrees with text_config\.tie_word_embeddings"):
+            load_config(folder)
+    else:
+        assert load_config(folder).text.tie_word_embeddings is hf
