@@ -2,7 +2,8 @@
 architecture (``Qwen3VLForConditionalGeneration``) at small widths, in the config style transformers 5
 saves (``text_config`` / ``vision_config``, ``rope_parameters`` with ``mrope_section``, ``dtype``).
 
-``python -m examples.qwen3_vl.make_tiny DIR`` writes (``examples/qwen3_vl/tiny`` is the default run):
+``python -m examples.qwen3_vl.make_tiny DIR [--transformers-4-style]`` writes (``examples/qwen3_vl/tiny``
+is the default run; the flag then rewrites ``config.json`` as ``transformers_4_style`` says):
 
 * ``config.json`` and ``generation_config.json`` by ``save_pretrained``; ``TEXT_CONFIG`` / ``VISION_CONFIG``
   below give the sizes. What the real 2B has and the tiny one keeps: GQA (4 query heads on 2 kv heads),
