@@ -26,9 +26,9 @@ is the default run; the flag then rewrites ``config.json`` as ``transformers_4_s
 Weights: each tensor is drawn from ``numpy.random.default_rng`` seeded by the seed and the sha256 of its
 name (a tensor does not depend on the others or on transformers' init order), then copied into the
 model before ``save_pretrained``. Norm weights are 1 + 0.2 N(0,1) (the LLM's q/k norms 3 + 0.45 N(0,1))
-and biases 0.2 N(0,1), so neither can be dropped unnoticed; matrices N(0,1)/sqrt(fan_in) with the gains of ``_gain``, chosen so activations
-stay near unit size and greedy decoding depends on the image and the prompt (checked by
-``tests/test_qwen3_vl_checkpoint.py``). Same arguments, same bytes, on every run.
+and biases 0.2 N(0,1), so neither can be dropped unnoticed; matrices N(0,1)/sqrt(fan_in) with the gains
+of ``_gain``, chosen so activations stay near unit size and greedy decoding depends on the image and the
+prompt (checked by ``tests/test_qwen3_vl_checkpoint.py``). Same arguments, same bytes, on every run.
 """
 
 from __future__ import annotations
