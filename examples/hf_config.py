@@ -6,9 +6,13 @@ example: the RoPE base in either config style and the EOS ids from whichever fil
   ``rope_type`` other than ``default`` (yarn, linear, dynamic, ...) is refused naming the key: the
   references and the C++ runtime compute plain RoPE tables from the base alone.
 * **EOS**: ``generation_config.json``'s ``eos_token_id`` (what transformers' ``generate`` stops at), else
-  ``config.json``'s, else the tokenizer's ``eos_token`` (``tokenizer_config.json``, its id from
+  ``config.json``'s (at the top, else in a nested ``text_config``, where a multimodal config saved by
+  transformers 4.x keeps it), else the tokenizer's ``eos_token`` (``tokenizer_config.json``, its id from
   ``tokenizer.json``). An id or a list of ids; ``null``, ``[]`` or an absent key means "not set here".
   No EOS anywhere is allowed and gives ``()``: generation then stops at its token budget only.
+* **Nested sections**: a multimodal config (Qwen3-VL's ``text_config`` / ``vision_config``) is read section
+  by section with the same functions, ``where`` naming the file and the section; ``rope_settings`` gives
+  a section's RoPE mapping in either style, for the keys a model adds to it (``mrope_section``).
 
 ``dtype`` (5.x) and ``torch_dtype`` (4.x) are not read: every tensor carries its own dtype in the
 safetensors header. ``integer``, ``positive`` and ``boolean`` read one key of a config the same way for
@@ -115,6 +119,19 @@ def rope_theta(raw: Mapping[str, Any], where: str) -> float:
     return _theta(raw["rope_theta"], "rope_theta", where)
 
 
+def rope_settings(raw: Mapping[str, Any], where: str) -> tuple[str, Mapping[str, Any]] | None:
+    """The RoPE mapping of one config section and the key that holds it, from the same place ``rope_theta``
+    reads: ``rope_parameters`` (5.x) when set, else ``rope_scaling`` (4.x, with ``rope_theta`` beside
+    it), else None. It does not check ``rope_type``: ``rope_theta`` does."""
+    for key in ("rope_parameters", "rope_scaling"):
+        value = raw.get(key)
+        if value is not None:
+            if not isinstance(value, Mapping):
+                raise CheckpointError(f"{where}: {key} must be a mapping, not {value!r}")
+            return key, value
+    return None
+
+
 def _ids(value: Any, key: str, where: str, vocab_size: int) -> tuple[int, ...]:
     values = value if isinstance(value, list) else [value]
     if any(isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < vocab_size for v in values):
@@ -163,8 +180,12 @@ def eos_token_ids(folder: Path, config: Mapping[str, Any], vocab_size: int) -> t
     """The EOS ids of a checkpoint folder whose parsed ``config.json`` is ``config`` (see the module
     docstring for the order); ``()`` when no file sets one."""
     generation = read_json(folder / GENERATION_CONFIG, required=False)
-    for raw, path in ((generation, folder / GENERATION_CONFIG), (config, folder / "config.json")):
+    text = config.get("text_config")
+    sources = [(generation, str(folder / GENERATION_CONFIG)), (config, str(folder / "config.json"))]
+    if isinstance(text, Mapping):
+        sources.append((text, f"{folder / 'config.json'}: text_config"))
+    for raw, where in sources:
         value = None if raw is None else raw.get("eos_token_id")
         if value is not None and value != []:
-            return _ids(value, "eos_token_id", str(path), vocab_size)
+            return _ids(value, "eos_token_id", where, vocab_size)
     return _tokenizer_eos(folder, vocab_size)
