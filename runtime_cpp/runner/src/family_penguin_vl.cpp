@@ -41,8 +41,8 @@ void PenguinVlFamily::check_prompt(const std::vector<int>& ids, const std::vecto
   const int image_ids = count_id(ids, settings_.image_token);
   if (image_ids != image_rows)
     throw Error("the prompt has " + std::to_string(image_ids) + " image tokens (id " +
-                std::to_string(settings_.image_token) + ") but the images give " + std::to_string(image_rows) +
-                " feature rows");
+                std::to_string(settings_.image_token) + ") but the images give " +
+                std::to_string(image_rows) + " feature rows");
 }
 
 std::vector<NetInput> PenguinVlFamily::fuse_images(const ModelConfig& cfg, const std::vector<int>& ids,

@@ -1,5 +1,5 @@
-// The program's entry (penguin_vl_run; PVL_PROGRAM_NAME names it, so another name can be the same
-// program: the family comes from model.json). Gets the arguments as UTF-8 on every platform, with a UTF-8 console
+// The program's entry (penguin_vl_run; PVL_PROGRAM_NAME names it, so another name can be the same program:
+// the family comes from model.json). Gets the arguments as UTF-8 on every platform, with a UTF-8 console
 // and exact stdout bytes on Windows (pvl/console.hpp), runs cli.hpp's run(), and turns every error
 // into one line on stderr: exit 2 for bad input (pvl::Error), 1 for anything unexpected. Never a crash.
 #include <cstdio>

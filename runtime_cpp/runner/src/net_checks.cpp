@@ -61,19 +61,22 @@ void check_llm_nets(const ModelConfig& cfg, const LoadedNet& decoder, const Load
   check_fed(decoder, inputs);
   check_fed(lm_head, {lm_head.files().inputs[0]});
   const ParamGraph& dec = decoder.graph();
-  check_claim(cfg, "hidden_size", cfg.hidden_size, "", decoder, dec.input_width(d.hidden), "takes rows of %");
-  check_claim(cfg, "hidden_size", cfg.hidden_size, "", decoder, dec.output_width(d.output), "makes rows of %");
+  check_claim(cfg, "hidden_size", cfg.hidden_size, "", decoder, dec.input_width(d.hidden),
+              "takes rows of %");
+  check_claim(cfg, "hidden_size", cfg.hidden_size, "", decoder, dec.output_width(d.output),
+              "makes rows of %");
   for (const std::string* table : {&d.cos, &d.sin})
     check_claim(cfg, "decoder.rope.head_dim", d.rope_head_dim, "", decoder, dec.rope_width(*table),
-          "rotates heads of %");
+                "rotates heads of %");
   check_layer_count(cfg, "num_layers", cfg.num_layers, decoder);
   const ParamGraph& head = lm_head.graph();
   check_claim(cfg, "hidden_size", cfg.hidden_size, "", lm_head, head.input_width(lm_head.files().inputs[0]),
-        "takes rows of %");
+              "takes rows of %");
   const Width logits = head.output_width(lm_head.files().outputs[0]);
   check_claim(cfg, "vocab_size", cfg.vocab_size, "", lm_head, logits, "makes rows of % logits");
   if (cfg.tied)
-    check_claim(cfg, "embedding_matrix.shape", cfg.embedding.rows, " rows", lm_head, logits, "has % weight rows");
+    check_claim(cfg, "embedding_matrix.shape", cfg.embedding.rows, " rows", lm_head, logits,
+                "has % weight rows");
   if (embed != nullptr) {
     check_fed(*embed, {embed->files().inputs[0]});
     const Width rows = embed->graph().output_width(embed->files().outputs[0]);
