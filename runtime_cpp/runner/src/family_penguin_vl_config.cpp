@@ -2,6 +2,7 @@
 // (model_config.cpp); tests/test_model_json_schema.py holds the keys both files read to
 // schemas/model_json/penguin_vl.v2.schema.json, and kFamily / kVersion to its constants.
 #include <algorithm>
+#include <iterator>
 
 #include "pvl/config_read.hpp"
 #include "pvl/family_penguin_vl.hpp"

@@ -2,6 +2,7 @@
 #include "pvl/model_config.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "pvl/config_read.hpp"
 #include "pvl/error.hpp"
