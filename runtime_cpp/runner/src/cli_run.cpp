@@ -29,7 +29,8 @@ std::vector<PatchInput> load_images(const CliArgs& args, const Family& family) {
   for (const std::string& path : args.pixel_files) out.push_back(read_pixel_file(path));
   if (args.images.empty()) return out;
 #if PVL_HAVE_PREPROCESS
-  for (const std::string& path : args.images) out.push_back(family.preprocess(load_image(path)));
+  const ImagePreprocessor preprocess = family.image_preprocessor();
+  for (const std::string& path : args.images) out.push_back(preprocess(load_image(path)));
   return out;
 #else
   (void)family;

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "pvl/error.hpp"
 
@@ -18,18 +19,19 @@ void PenguinVlFamily::load_vision(const ModelConfig& cfg, int threads) {
   if (!tower_) tower_.reset(new PenguinVisionTower(cfg, settings_, threads));
 }
 
-PatchInput PenguinVlFamily::preprocess(const Image& image) const {
+ImagePreprocessor PenguinVlFamily::image_preprocessor() const {
 #if PVL_HAVE_PREPROCESS
   const ImageProcessorConfig proc = ImageProcessorConfig::from_json(settings_.image_processor);
-  PixelValues pv = pvl::preprocess(image, proc);
-  PatchInput in;
-  in.grid_h = pv.grid_h;
-  in.grid_w = pv.grid_w;
-  in.patch_dim = pv.patch_dim;
-  in.data = std::move(pv.data);
-  return in;
+  return [proc](const Image& image) {
+    PixelValues pv = preprocess(image, proc);
+    PatchInput in;
+    in.grid_h = pv.grid_h;
+    in.grid_w = pv.grid_w;
+    in.patch_dim = pv.patch_dim;
+    in.data = std::move(pv.data);
+    return in;
+  };
 #else
-  (void)image;
   throw Error(std::string("this ") + program_name() + " was built without runtime_cpp/preprocess: --image is "
               "unavailable (use --pixel-values)");
 #endif

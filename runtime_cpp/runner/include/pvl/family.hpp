@@ -12,7 +12,9 @@
 //     (e.g. DeepStack features); the core checks they are inputs of nets.decoder and feeds an empty Mat
 //     for each one a step does not supply (every decode step, a text-only prefill);
 //   - load_vision: loads and checks the vision nets, once, before the first image is preprocessed;
-//   - preprocess: a decoded image -> the patches the vision nets take (resize, normalise, patch order);
+//   - image_preprocessor: the family's image preprocessing with its settings parsed (an error naming the
+//     key comes before any image is read): a decoded image -> the patches the vision nets take (resize,
+//     normalise, patch order);
 //   - prompt_ids: the chat template and image placeholders, tokenized;
 //   - check_prompt: the prompt ids against the images (placeholder count), before anything runs;
 //   - placeholder_id: the id whose embedding rows fuse_images overwrites (-1: none);
@@ -22,6 +24,7 @@
 //     (1-D for Penguin-VL; interleaved MRoPE over several images for Qwen3-VL).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +52,8 @@ struct StepInputs {
   std::vector<NetInput> extra;  // some of the family's decoder_inputs(); absent ones are fed empty
 };
 
+using ImagePreprocessor = std::function<PatchInput(const Image&)>;
+
 // The RoPE positions of one sequence (prompt, then generated tokens).
 class Positions {
  public:
@@ -70,7 +75,7 @@ class Family {
 
   // ---- images
   virtual void load_vision(const ModelConfig& cfg, int threads) = 0;
-  virtual PatchInput preprocess(const Image& image) const = 0;
+  virtual ImagePreprocessor image_preprocessor() const = 0;
 
   // ---- prompt
   virtual std::vector<int> prompt_ids(const Tokenizer& tok, const std::string& user_text,

@@ -88,7 +88,7 @@ class PenguinVlFamily : public Family {
   std::vector<std::string> required_nets() const override;
   void read_config(const JsonDoc& doc, const ModelConfig& cfg) override;
   void load_vision(const ModelConfig& cfg, int threads) override;
-  PatchInput preprocess(const Image& image) const override;
+  ImagePreprocessor image_preprocessor() const override;
   // Throws pvl::Error when the text is empty, holds the image token itself, the tokenizer lacks a
   // template marker, or the encoded ids do not hold exactly one image id per patch.
   std::vector<int> prompt_ids(const Tokenizer& tok, const std::string& user_text,
