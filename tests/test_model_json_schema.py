@@ -43,7 +43,15 @@ SHIPPED = {
     "penguin_vl": REPO / "rules" / "penguin_vl.yaml",
     "qwen3_llm": REPO / "rules" / "llm-kv-cache.yaml",
 }
-MODEL_CONFIG_CPP = REPO / "runtime_cpp" / "runner" / "src" / "model_config.cpp"
+_RUNNER_SRC = REPO / "runtime_cpp" / "runner" / "src"
+#: The C++ reader of a penguin_vl model.json: the runtime core's (the keys every family shares, the format)
+#: and the family's (its own keys, its name and version).
+MODEL_CONFIG_CPP = _RUNNER_SRC / "model_config.cpp"
+FAMILY_CONFIG_CPP = _RUNNER_SRC / "family_penguin_vl_config.cpp"
+
+
+def _reader_source() -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in (MODEL_CONFIG_CPP, FAMILY_CONFIG_CPP))
 
 
 @pytest.fixture(scope="module")
@@ -339,7 +347,7 @@ _ACCESSOR = re.compile(r"\bdoc\.(?:str|integer|number|boolean|strings|integers|h
 _HELPER = re.compile(r"\b(?:positive_int|positive_number|table_width|existing_file)\((?:cfg, )?doc, ")
 _LITERAL = re.compile(r'"([^"\\]*)"')
 #: Key expressions that are not literals, and what they stand for: a helper's parameter, and read_nets'
-#: ``key`` (``nets.<name>`` for each name of kNetNames) with the suffixes it adds.
+#: ``key`` (``nets.<name>`` for each name of the core's and the family's kNetNames) with the suffixes it adds.
 _PARAMETER = "key"
 _NET_KEY = re.compile(r'^key \+ "\.(\w+)"$')
 _NET_NAME = re.compile(r'^std::string\("nets\."\) \+ name$')
@@ -372,7 +380,9 @@ def _cpp_keys(source: str) -> set[str]:
     """Every model.json key the C++ reader names: literal keys of JsonDoc accessors and of the helpers that
     take one, and the nets.<name>.<field> keys read_nets makes. An expression of another shape fails the
     test, so a new way of naming keys cannot slip past it."""
-    nets = _LITERAL.findall(re.search(r"kNetNames\[\] = \{([^}]*)\}", source, re.S)[1])  # type: ignore[index]
+    lists = re.findall(r"kNetNames\[\] = \{([^}]*)\}", source, re.S)
+    assert len(lists) == 2, "expected the core's and the family's kNetNames"
+    nets = [name for names in lists for name in _LITERAL.findall(names)]
     keys: set[str] = set()
     calls = (*_ACCESSOR.finditer(source), *_HELPER.finditer(source))
     for expr in [_first_argument(source, m.end()) for m in calls]:
@@ -401,7 +411,7 @@ def _schema_keys(schema: JsonSchema, node: dict[str, Any], prefix: str = "") -> 
 
 
 def test_the_cpp_reader_reads_exactly_the_schemas_keys() -> None:
-    source = MODEL_CONFIG_CPP.read_text(encoding="utf-8")
+    source = _reader_source()
     cpp = _cpp_keys(source)
     assert {
         "format",
@@ -423,17 +433,20 @@ def test_the_cpp_reader_reads_exactly_the_schemas_keys() -> None:
 
 def test_the_cpp_reader_checks_the_schemas_format_family_and_version() -> None:
     source = MODEL_CONFIG_CPP.read_text(encoding="utf-8")
-    consts = dict(re.findall(r"\bk(Format|Family|Version) = \"?([\w-]+)\"?;", source))
+    family = FAMILY_CONFIG_CPP.read_text(encoding="utf-8")
+    consts = dict(re.findall(r"\bk(Format|Family|Version) = \"?([\w-]+)\"?;", source + family))
     props = JsonSchema.load(schema_file("penguin_vl", 2)).root["properties"]
     assert consts == {
         "Format": props["format"]["const"],
         "Family": props["family"]["const"],
         "Version": str(props["version"]["const"]),
     }
-    header = source[source.index("void read_header(") :]
+    header = source[source.index(" read_header(const JsonDoc& doc) {") :]
     header = header[: header.index("\n}\n")]
-    for name in ("kFormat", "kFamily", "kVersion"):
-        assert f"!= {name})" in header, f"read_header does not compare with {name}"
+    assert "!= kFormat)" in header, "read_header does not compare with kFormat"
+    # the family is looked up in the registry, and the version compared with its entry's
+    assert "find_family(family)" in header and "version != entry->version" in header
+    assert "FamilyEntry{kFamily, kVersion," in family, "the family's registry entry is not kFamily, kVersion"
     assert "read_header(doc);" in source
 
 

@@ -54,3 +54,10 @@ if(PVL_SANITIZE)
   add_test(NAME runner_fuzz COMMAND ${PVL_PYTHON} ${_pvl_check} fuzz ${_pvl_run_args})
   set_tests_properties(runner_fuzz PROPERTIES FIXTURES_REQUIRED runner_model TIMEOUT 600)
 endif()
+
+# The core/family seams in C++ (tests/family_seams.cpp): the registry, the family model.json makes, and
+# that the decoder takes the RoPE tables and extra inputs a step is given, on the same tiny model.
+add_executable(pvl_family_seams tests/family_seams.cpp)
+target_link_libraries(pvl_family_seams PRIVATE pvl_runner)
+add_test(NAME runner_family_seams COMMAND pvl_family_seams ${_pvl_model})
+set_tests_properties(runner_family_seams PROPERTIES FIXTURES_REQUIRED runner_model TIMEOUT 300)

@@ -1,10 +1,11 @@
-// Strict parsing of penguin_vl_run's flags (see cli.hpp).
+// Strict parsing of the program's flags (see cli.hpp).
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
 #include "pvl/cli.hpp"
 #include "pvl/error.hpp"
+#include "pvl/family_registry.hpp"
 
 namespace pvl {
 
@@ -44,11 +45,16 @@ std::vector<int> parse_ids(const std::string& text) {
 
 }  // namespace
 
-const char* usage() {
-  return "usage: penguin_vl_run --model DIR [--image IMG]... (--prompt TEXT | --ids 1,2,3) [--gen N]\n"
-         "                      [--threads N] [--temperature T] [--top-k K] [--top-p P]\n"
-         "                      [--repetition-penalty R] [--seed S] [--verbose]\n"
-         "  --model DIR            the output of `gsurg apply rules/penguin_vl.yaml`\n"
+std::string usage() {
+  const std::string name = program_name();
+  const std::string pad(name.size(), ' ');
+  // The rule file a program's models come from is named like it: penguin_vl_run <- rules/penguin_vl.yaml.
+  const size_t run = name.rfind("_run");
+  const std::string rules = (run != std::string::npos && run + 4 == name.size() ? name.substr(0, run) : name);
+  return "usage: " + name + " --model DIR [--image IMG]... (--prompt TEXT | --ids 1,2,3) [--gen N]\n"
+         "       " + pad + " [--threads N] [--temperature T] [--top-k K] [--top-p P]\n"
+         "       " + pad + " [--repetition-penalty R] [--seed S] [--verbose]\n"
+         "  --model DIR            the output of `gsurg apply rules/" + rules + ".yaml`\n"
          "  --image IMG            a PNG or JPEG image (repeatable; placed before the text)\n"
          "  --prompt TEXT          the user message (UTF-8); without --image the model answers text-only\n"
          "  --gen N                at most N new tokens (default 256); stops earlier at EOS\n"

@@ -1,4 +1,5 @@
-// penguin_vl_run's main flow: model, prompt, images, generation with streamed output (see cli.hpp).
+// The program's main flow: model, prompt, images, generation with streamed output (see cli.hpp); what is
+// particular to the model (preprocessing, the prompt) is asked of its family.
 #include <cpu.h>
 
 #include <algorithm>
@@ -7,42 +8,34 @@
 
 #include "pvl/cli.hpp"
 #include "pvl/error.hpp"
+#include "pvl/family.hpp"
+#include "pvl/family_registry.hpp"
 #include "pvl/generate.hpp"
 #include "pvl/pixel_file.hpp"
-#include "pvl/prompt.hpp"
 
 #if PVL_HAVE_TOKENIZER
 #include "pvl/tokenizer.hpp"
 #endif
 #if PVL_HAVE_PREPROCESS
 #include "pvl/image.hpp"
-#include "pvl/image_processor.hpp"
 #endif
 
 namespace pvl {
 
 namespace {
 
-std::vector<PatchInput> load_images(const CliArgs& args, const ModelConfig& cfg) {
+std::vector<PatchInput> load_images(const CliArgs& args, const Family& family) {
   std::vector<PatchInput> out;
   for (const std::string& path : args.pixel_files) out.push_back(read_pixel_file(path));
   if (args.images.empty()) return out;
 #if PVL_HAVE_PREPROCESS
-  const ImageProcessorConfig proc = ImageProcessorConfig::from_json(cfg.image_processor);
-  for (const std::string& path : args.images) {
-    PixelValues pv = preprocess(load_image(path), proc);
-    PatchInput in;
-    in.grid_h = pv.grid_h;
-    in.grid_w = pv.grid_w;
-    in.patch_dim = pv.patch_dim;
-    in.data = std::move(pv.data);
-    out.push_back(std::move(in));
-  }
+  const ImagePreprocessor preprocess = family.image_preprocessor();
+  for (const std::string& path : args.images) out.push_back(preprocess(load_image(path)));
   return out;
 #else
-  (void)cfg;
-  throw Error("this penguin_vl_run was built without runtime_cpp/preprocess: --image is unavailable "
-              "(use --pixel-values)");
+  (void)family;
+  throw Error(std::string("this ") + program_name() + " was built without runtime_cpp/preprocess: --image is "
+              "unavailable (use --pixel-values)");
 #endif
 }
 
@@ -66,9 +59,9 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
   const Tokenizer tok = Tokenizer::load(cfg.tokenizer_json);
 #endif
   // The vision nets are checked against model.json before any image is preprocessed with its settings.
-  if (!args.images.empty() || !args.pixel_files.empty()) runtime.vision();
+  if (!args.images.empty() || !args.pixel_files.empty()) runtime.load_vision();
   double t0 = now_seconds();
-  const std::vector<PatchInput> images = load_images(args, cfg);
+  const std::vector<PatchInput> images = load_images(args, runtime.family());
   const double preprocess_seconds = now_seconds() - t0;
 
   std::vector<int> ids;
@@ -76,12 +69,10 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
     ids = args.ids;
   } else {
 #if PVL_HAVE_TOKENIZER
-    std::vector<int> counts;
-    for (const PatchInput& img : images) counts.push_back(img.grid_h * img.grid_w);
-    ids = prompt_ids(tok, args.prompt, counts, cfg.image_token);
+    ids = runtime.family().prompt_ids(tok, args.prompt, images);
 #else
-    throw Error("this penguin_vl_run was built without runtime_cpp/tokenizer: --prompt is unavailable "
-                "(use --ids)");
+    throw Error(std::string("this ") + program_name() + " was built without runtime_cpp/tokenizer: --prompt "
+                "is unavailable (use --ids)");
 #endif
   }
 

@@ -1,12 +1,16 @@
 // Decoder steps through SDPA's KV cache, and lm_head (see decoder.hpp).
 #include "pvl/decoder.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
 #include "pvl/error.hpp"
-#include "pvl/rope.hpp"
 
 namespace pvl {
 
-Decoder::Decoder(const ModelConfig& cfg, int threads) : cfg_(cfg) {
+Decoder::Decoder(const ModelConfig& cfg, int threads, std::vector<std::string> extra_inputs)
+    : cfg_(cfg), extra_inputs_(std::move(extra_inputs)) {
   decoder_.reset(new LoadedNet(cfg.net("decoder"), threads));
   lm_head_.reset(new LoadedNet(cfg.net("lm_head"), threads));
 }
@@ -27,7 +31,7 @@ KVSession::~KVSession() {
   allocator_.clear();
 }
 
-std::vector<float> KVSession::step(const std::vector<float>& hidden, int rows) {
+std::vector<float> KVSession::step(const std::vector<float>& hidden, int rows, const StepInputs& inputs) {
   const ModelConfig& cfg = decoder_.config();
   const DecoderSettings& d = cfg.decoder;
   const LoadedNet& net = decoder_.net();
@@ -35,7 +39,19 @@ std::vector<float> KVSession::step(const std::vector<float>& hidden, int rows) {
     throw Error("decoder step: " + std::to_string(hidden.size()) + " values are not " + std::to_string(rows) +
                 " rows of hidden_size " + std::to_string(cfg.hidden_size));
   const int start = position_;
-  RopeTables rope = text_rope_tables(start, rows, d.rope_head_dim, d.rope_theta, d.rope_full_width);
+  const RopeTables& rope = inputs.rope;
+  if (rope.rows != rows || rope.width < 1 || rope.cos.size() != static_cast<size_t>(rows) * rope.width ||
+      rope.sin.size() != rope.cos.size())
+    throw std::logic_error("decoder step: RoPE tables of " + std::to_string(rope.rows) + " rows for " +
+                           std::to_string(rows) + " tokens");
+  std::vector<const NetInput*> extra(decoder_.extra_inputs().size(), nullptr);
+  for (const NetInput& in : inputs.extra) {
+    const std::vector<std::string>& names = decoder_.extra_inputs();
+    const auto it = std::find(names.begin(), names.end(), in.blob);
+    if (it == names.end() || in.data.size() != static_cast<size_t>(in.rows) * static_cast<size_t>(in.cols))
+      throw std::logic_error("decoder step: extra input \"" + in.blob + "\" is not a declared [rows, cols]");
+    extra[static_cast<size_t>(it - names.begin())] = &in;
+  }
   std::vector<float> mask = causal_mask(start, rows, d.mask_value);
 
   std::vector<ncnn::Mat> grown(d.cache_inputs.size());
@@ -48,6 +64,9 @@ std::vector<float> KVSession::step(const std::vector<float>& hidden, int rows) {
     net.input(ex, d.mask, mat_2d(mask.data(), rows, start + rows));
     net.input(ex, d.cos, mat_2d(rope.cos.data(), rope.rows, rope.width));
     net.input(ex, d.sin, mat_2d(rope.sin.data(), rope.rows, rope.width));
+    for (size_t i = 0; i < extra.size(); ++i)
+      net.input(ex, decoder_.extra_inputs()[i],
+                extra[i] ? mat_2d(extra[i]->data.data(), extra[i]->rows, extra[i]->cols) : ncnn::Mat());
     for (size_t i = 0; i < d.cache_inputs.size(); ++i)
       net.input(ex, d.cache_inputs[i], caches_.empty() ? ncnn::Mat() : caches_[i]);
     out = net.extract(ex, d.output);

@@ -3,11 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include "pvl/error.hpp"
 #include "pvl/net_checks.hpp"
-#include "pvl/prompt.hpp"
 
 namespace pvl {
 
@@ -21,21 +19,21 @@ double now_seconds() {
 }
 
 Runtime::Runtime(const std::string& model_dir, int threads, bool allow_map)
-    : cfg_(ModelConfig::load(model_dir)), threads_(threads) {
+    : cfg_(ModelConfig::load(model_dir, family_)), threads_(threads) {
   const double t0 = now_seconds();
   embeddings_.reset(new Embeddings(cfg_, threads_, allow_map));
-  decoder_.reset(new Decoder(cfg_, threads_));
-  check_llm_nets(cfg_, decoder_->net(), decoder_->lm_head(), embeddings_->net());
+  decoder_.reset(new Decoder(cfg_, threads_, family_->decoder_inputs()));
+  check_llm_nets(cfg_, decoder_->net(), decoder_->lm_head(), embeddings_->net(), family_->decoder_inputs());
   load_seconds_ = now_seconds() - t0;
 }
 
-const VisionTower& Runtime::vision() {
-  if (!vision_) {
+void Runtime::load_vision() {
+  if (!vision_loaded_) {
     const double t0 = now_seconds();
-    vision_.reset(new VisionTower(cfg_, threads_));
+    family_->load_vision(cfg_, threads_);
+    vision_loaded_ = true;
     load_seconds_ += now_seconds() - t0;
   }
-  return *vision_;
 }
 
 GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::vector<PatchInput>& images,
@@ -47,32 +45,19 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
   if (cfg_.max_positions > 0 && length >= cfg_.max_positions)
     throw Error("the prompt has " + std::to_string(length) + " tokens; the model's context is " +
                 std::to_string(cfg_.max_positions) + " positions (max_positions / model_max_length)");
-  int image_rows = 0;
-  for (const PatchInput& img : images) image_rows += img.grid_h * img.grid_w;
-  const int image_ids = count_id(prompt_ids, cfg_.image_token);
-  if (image_ids != image_rows)
-    throw Error("the prompt has " + std::to_string(image_ids) + " image tokens (id " +
-                std::to_string(cfg_.image_token) + ") but the images give " + std::to_string(image_rows) +
-                " feature rows");
+  family_->check_prompt(prompt_ids, images);
   if (options.max_new_tokens < 1) throw Error("--gen must be at least 1");
 
-  // Fused prompt embeddings: text rows, then the image features over the image-token rows in order.
-  std::vector<float> embeds = embeddings_->rows(prompt_ids, cfg_.image_token);
-  const size_t h = static_cast<size_t>(cfg_.hidden_size);
+  // Fused prompt embeddings: text rows, the placeholder rows written by the family from the images.
+  StepInputs prefill;
+  std::vector<float> embeds = embeddings_->rows(prompt_ids, family_->placeholder_id());
   if (!images.empty()) {
-    const VisionTower& tower = vision();  // loaded on first use, outside the timed stage
+    load_vision();  // on first use, outside the timed stage
     const double t0 = now_seconds();
-    size_t next = 0;
-    for (const PatchInput& img : images) {
-      std::vector<float> features = tower.encode(img);
-      for (size_t r = 0; r < features.size() / h; ++r) {
-        while (prompt_ids[next] != cfg_.image_token) ++next;
-        std::memcpy(&embeds[next * h], &features[r * h], h * sizeof(float));
-        ++next;
-      }
-    }
+    prefill.extra = family_->fuse_images(cfg_, prompt_ids, images, embeds);
     result.vision_seconds = now_seconds() - t0;
   }
+  const std::unique_ptr<Positions> positions = family_->positions(cfg_, prompt_ids, images);
 
   int budget = options.max_new_tokens;
   if (cfg_.max_positions > 0 && length + budget > cfg_.max_positions) {
@@ -85,7 +70,8 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
   KVSession session(*decoder_, length + std::min(budget, kMaxReservedNewTokens));
 
   double t0 = now_seconds();
-  std::vector<float> last = session.step(embeds, length);
+  prefill.rope = positions->tables(0, length);
+  std::vector<float> last = session.step(embeds, length, prefill);
   std::vector<float> logits = decoder_->logits(last.data());
   result.prefill_seconds = now_seconds() - t0;
 
@@ -98,7 +84,9 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
     if ((!options.ignore_eos && cfg_.is_eos(token))
         || static_cast<int>(result.tokens.size()) >= budget) break;
     std::vector<float> row = embeddings_->rows({token});
-    last = session.step(row, 1);
+    StepInputs decode;
+    decode.rope = positions->tables(session.position(), 1);
+    last = session.step(row, 1, decode);
     logits = decoder_->logits(last.data());
     ++result.decode_steps;
   }

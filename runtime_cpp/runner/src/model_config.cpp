@@ -2,8 +2,12 @@
 #include "pvl/model_config.hpp"
 
 #include <algorithm>
+#include <iterator>
 
+#include "pvl/config_read.hpp"
 #include "pvl/error.hpp"
+#include "pvl/family.hpp"
+#include "pvl/family_registry.hpp"
 #include "pvl/files.hpp"
 #include "pvl/json_access.hpp"
 
@@ -11,48 +15,21 @@ namespace pvl {
 
 namespace {
 
-// What model.json must declare: schemas/model_json/penguin_vl.v2.schema.json is its contract, and
-// tests/test_model_json_schema.py holds the keys this file reads and these three values to it.
+// What every model.json must declare first; the family and its version come from the registry
+// (families.cpp). tests/test_model_json_schema.py holds the keys this file and the family's reader read,
+// and these values, to the family's schema (schemas/model_json/<family>.v<version>.schema.json).
 const char* const kFormat = "gsurg-model";
-const char* const kFamily = "penguin_vl";
-const int64_t kVersion = 2;
-// format of the model.json files written before they had a family (version 1)
-const char* const kUnversionedFormat = "gsurg-penguin-vl";
 
-const char* const kNetNames[] = {"vision_embed_patch", "vision_encoder", "vision_projector",
-                                 "embed",              "decoder",        "lm_head"};
+// The nets of the LLM half, which every family has; a family adds its own (Family::net_names).
+const char* const kNetNames[] = {"embed", "decoder", "lm_head"};
 
-int positive_int(const JsonDoc& doc, const std::string& key, int64_t limit = 1LL << 31) {
-  int64_t v = doc.integer(key);
-  if (v < 1 || v >= limit) doc.fail(key, "must be a positive integer, not " + std::to_string(v));
-  return static_cast<int>(v);
-}
-
-double positive_number(const JsonDoc& doc, const std::string& key) {
-  double v = doc.number(key);
-  if (!(v > 0.0)) doc.fail(key, "must be a positive number");
-  return v;
-}
-
-std::string existing_file(const ModelConfig& cfg, const JsonDoc& doc, const std::string& key) {
-  std::string rel = doc.str(key);
-  if (rel.empty()) doc.fail(key, "is an empty file name");
-  std::string path = join_path(cfg.folder, rel);
-  const std::string problem = file_problem(path);
-  if (!problem.empty()) throw Error(path + ": " + problem + " (named by " + doc.file() + " \"" + key + "\")");
-  return path;
-}
-
-bool table_width(const JsonDoc& doc, const std::string& key) {
-  std::string w = doc.str(key);
-  if (w != "full" && w != "half") doc.fail(key, "must be \"full\" or \"half\", not \"" + w + "\"");
-  return w == "full";
-}
-
-void read_nets(ModelConfig& cfg, const JsonDoc& doc) {
+// The family's nets first, then the core's; the core's required ones are checked before the family's.
+void read_nets(ModelConfig& cfg, const JsonDoc& doc, const Family& family) {
   const nlohmann::json& nets = doc.at("nets");
   if (!nets.is_object()) doc.fail("nets", "must be an object");
-  for (const char* name : kNetNames) {
+  std::vector<std::string> names = family.net_names();
+  names.insert(names.end(), std::begin(kNetNames), std::end(kNetNames));
+  for (const std::string& name : names) {
     std::string key = std::string("nets.") + name;
     if (!doc.has(key)) continue;  // which nets are needed is decided by the caller (net())
     NetFiles files;
@@ -64,45 +41,11 @@ void read_nets(ModelConfig& cfg, const JsonDoc& doc) {
     if (files.inputs.empty() || files.outputs.empty()) doc.fail(key, "needs at least one input and output");
     cfg.nets[name] = files;
   }
-  for (const char* name : {"decoder", "lm_head", "vision_embed_patch", "vision_encoder",
-      "vision_projector"}) {
+  std::vector<std::string> required = {"decoder", "lm_head"};
+  for (const std::string& name : family.required_nets()) required.push_back(name);
+  for (const std::string& name : required) {
     if (cfg.nets.count(name) == 0) doc.fail(std::string("nets.") + name, "is missing");
   }
-}
-
-void read_vision(ModelConfig& cfg, const JsonDoc& doc) {
-  VisionSettings& v = cfg.vision;
-  v.hidden = doc.str("vision.hidden");
-  v.cos = doc.str("vision.cos");
-  v.sin = doc.str("vision.sin");
-  v.output = doc.str("vision.output");
-  v.layers = positive_int(doc, "vision.layers");
-  v.rope_theta = positive_number(doc, "vision.rope.theta");
-  v.rope_head_dim = positive_int(doc, "vision.rope.head_dim");
-  if (v.rope_head_dim % 2 != 0) doc.fail("vision.rope.head_dim", "must be even");
-  std::string layout = doc.str("vision.rope.layout");
-  if (layout != "row-col-halves") doc.fail("vision.rope.layout", "must be \"row-col-halves\", not \""
-      + layout + "\"");
-  v.rope_full_width = table_width(doc, "vision.rope.table_width");
-  if (!v.rope_full_width) doc.fail("vision.rope.table_width",
-      "must be \"full\": a half-width table drops the column angle");
-  v.rope_lowered = doc.boolean("vision.rope.lowered");
-  v.patch_size = positive_int(doc, "vision.patch_size");
-  v.merge_size = positive_int(doc, "vision.merge_size");
-  if (v.merge_size != 1) doc.fail("vision.merge_size", "must be 1 for images");
-  const NetFiles& enc = cfg.net("vision_encoder");
-  for (const std::string* blob : {&v.hidden, &v.cos, &v.sin}) {
-    if (std::find(enc.inputs.begin(), enc.inputs.end(), *blob) == enc.inputs.end())
-      doc.fail("vision", "names blob \"" + *blob + "\", not an input of nets.vision_encoder");
-  }
-  if (std::find(enc.outputs.begin(), enc.outputs.end(), v.output) == enc.outputs.end())
-    doc.fail("vision.output", "names blob \"" + v.output + "\", not an output of nets.vision_encoder");
-  cfg.image_processor = doc.at("image_processor");
-  if (!cfg.image_processor.is_object()) doc.fail("image_processor", "must be an object");
-  if (doc.has("image_processor.patch_size") && doc.at("image_processor.patch_size").is_number_integer() &&
-      doc.integer("image_processor.patch_size") != v.patch_size)
-    doc.fail("image_processor.patch_size", "is " + std::to_string(doc.integer("image_processor.patch_size")) +
-                                               ", but vision.patch_size is " + std::to_string(v.patch_size));
 }
 
 void read_decoder(ModelConfig& cfg, const JsonDoc& doc) {
@@ -170,21 +113,37 @@ void read_embedding(ModelConfig& cfg, const JsonDoc& doc) {
                                            std::to_string(cfg.vocab_size));
 }
 
+// "family": "a", "b" or "c" (the registered families), for messages.
+std::string family_list() {
+  std::string out;
+  const std::vector<FamilyEntry>& all = families();
+  for (size_t i = 0; i < all.size(); ++i) {
+    out += (i == 0 ? "\"" : i + 1 == all.size() ? " or \"" : ", \"") + std::string(all[i].name) + "\"";
+  }
+  return out;
+}
+
 // format, family and version first: a model.json of another family or version is refused as such, not by
 // the first key its layout lacks.
-void read_header(const JsonDoc& doc) {
+const FamilyEntry& read_header(const JsonDoc& doc) {
   const std::string format = doc.str("format");
-  if (format == kUnversionedFormat)
-    doc.fail("format", "is \"" + format + "\": a model.json of version 1, written before families; "
-             "convert the model again with gsurg apply");
+  for (const FamilyEntry& f : families()) {
+    if (format == f.legacy_format && !format.empty())
+      doc.fail("format", "is \"" + format + "\": a model.json of version 1, written before families; "
+               "convert the model again with gsurg apply");
+  }
   if (format != kFormat) doc.fail("format", "is \"" + format + "\", not \"" + kFormat + "\"");
   const std::string family = doc.str("family");
-  if (family != kFamily)
-    doc.fail("family", "is \"" + family + "\", not \"" + kFamily + "\" (penguin_vl_run runs that family only)");
+  const FamilyEntry* entry = find_family(family);
+  if (entry == nullptr)
+    doc.fail("family", "is \"" + family + "\", not " + family_list() + " (" + program_name() + " runs " +
+                           (families().size() == 1 ? "that family only)" : "those families only)"));
   const int64_t version = doc.integer("version");
-  if (version != kVersion)
-    doc.fail("version", "is " + std::to_string(version) + ", not " + std::to_string(kVersion) +
-                            " (this runtime reads " + kFamily + " version " + std::to_string(kVersion) + ")");
+  if (version != entry->version)
+    doc.fail("version", "is " + std::to_string(version) + ", not " + std::to_string(entry->version) +
+                            " (this runtime reads " + entry->name + " version " +
+                            std::to_string(entry->version) + ")");
+  return *entry;
 }
 
 int64_t tokenizer_max_length(const std::string& path) {
@@ -202,6 +161,33 @@ int64_t tokenizer_max_length(const std::string& path) {
 
 }  // namespace
 
+int positive_int(const JsonDoc& doc, const std::string& key, int64_t limit) {
+  int64_t v = doc.integer(key);
+  if (v < 1 || v >= limit) doc.fail(key, "must be a positive integer, not " + std::to_string(v));
+  return static_cast<int>(v);
+}
+
+double positive_number(const JsonDoc& doc, const std::string& key) {
+  double v = doc.number(key);
+  if (!(v > 0.0)) doc.fail(key, "must be a positive number");
+  return v;
+}
+
+std::string existing_file(const ModelConfig& cfg, const JsonDoc& doc, const std::string& key) {
+  std::string rel = doc.str(key);
+  if (rel.empty()) doc.fail(key, "is an empty file name");
+  std::string path = join_path(cfg.folder, rel);
+  const std::string problem = file_problem(path);
+  if (!problem.empty()) throw Error(path + ": " + problem + " (named by " + doc.file() + " \"" + key + "\")");
+  return path;
+}
+
+bool table_width(const JsonDoc& doc, const std::string& key) {
+  std::string w = doc.str(key);
+  if (w != "full" && w != "half") doc.fail(key, "must be \"full\" or \"half\", not \"" + w + "\"");
+  return w == "full";
+}
+
 const NetFiles& ModelConfig::net(const std::string& name) const {
   auto it = nets.find(name);
   if (it == nets.end()) throw Error(json_path + ": entry \"nets." + name + "\" is missing");
@@ -212,7 +198,7 @@ bool ModelConfig::is_eos(int id) const {
   return std::find(eos_tokens.begin(), eos_tokens.end(), id) != eos_tokens.end();
 }
 
-ModelConfig ModelConfig::load(const std::string& folder) {
+ModelConfig ModelConfig::load(const std::string& folder, std::unique_ptr<Family>& family) {
   ModelConfig cfg;
   cfg.folder = folder;
   cfg.json_path = join_path(folder, "model.json");
@@ -224,19 +210,18 @@ ModelConfig ModelConfig::load(const std::string& folder) {
   }
   if (!root.is_object()) throw Error(cfg.json_path + ": not a JSON object");
   JsonDoc doc(root, cfg.json_path);
-  read_header(doc);
+  const FamilyEntry& entry = read_header(doc);
+  cfg.family = entry.name;
+  family = entry.make();
   cfg.hidden_size = positive_int(doc, "hidden_size");
   cfg.num_layers = positive_int(doc, "num_layers");
   cfg.vocab_size = positive_int(doc, "vocab_size");
-  read_nets(cfg, doc);
-  read_vision(cfg, doc);
+  read_nets(cfg, doc, *family);
+  family->read_config(doc, cfg);
   read_decoder(cfg, doc);
   if (cfg.decoder.cache_inputs.size() != 2 * static_cast<size_t>(cfg.num_layers))
     doc.fail("decoder.cache_inputs", "must hold a k and a v cache per layer (num_layers " +
                                          std::to_string(cfg.num_layers) + ")");
-  int64_t image = doc.integer("tokens.image");
-  if (image < 0 || image >= cfg.vocab_size) doc.fail("tokens.image", "is not an id below vocab_size");
-  cfg.image_token = static_cast<int>(image);
   for (int64_t e : doc.integers("tokens.eos")) {
     if (e < 0 || e >= cfg.vocab_size) doc.fail("tokens.eos", "holds " + std::to_string(e)
         + ", not an id below vocab_size");

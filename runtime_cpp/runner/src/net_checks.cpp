@@ -7,9 +7,9 @@
 
 namespace pvl {
 
-namespace {
-
 std::string net_ref(const LoadedNet& net) { return "nets." + net.files().name; }
+
+namespace {
 
 std::string where(const LoadedNet& net, const Width& w) {
   std::string file = net.files().param;
@@ -18,18 +18,17 @@ std::string where(const LoadedNet& net, const Width& w) {
   return "(" + file + ": " + w.layer + ")";
 }
 
-// A model.json value against a width the net fixes (nothing to compare when it fixes none); the net must
-// have `expected` (the value itself when -1); what says what the net has, % for the number ("takes %").
-void claim(const ModelConfig& cfg, const std::string& key, long long value, const std::string& meaning,
-           const LoadedNet& net, const Width& has, std::string what, long long expected = -1) {
+}  // namespace
+
+void check_claim(const ModelConfig& cfg, const std::string& key, long long value, const std::string& meaning,
+                 const LoadedNet& net, const Width& has, std::string what, long long expected) {
   if (has.value == 0 || has.value == (expected < 0 ? value : expected)) return;
   what.replace(what.find('%'), 1, std::to_string(has.value));
   throw Error(cfg.json_path + ": entry \"" + key + "\" is " + std::to_string(value) + meaning + ", but " +
               net_ref(net) + " " + what + " " + where(net, has));
 }
 
-// The width one net produces against the width the next one takes.
-void chain(const LoadedNet& from, const std::string& out, const LoadedNet& to, const std::string& in) {
+void check_chain(const LoadedNet& from, const std::string& out, const LoadedNet& to, const std::string& in) {
   const Width made = from.graph().output_width(out), taken = to.graph().input_width(in);
   if (made.value == 0 || taken.value == 0 || made.value == taken.value) return;
   throw Error(net_ref(from) + " output \"" + out + "\" has rows of " + std::to_string(made.value) + " " +
@@ -37,7 +36,7 @@ void chain(const LoadedNet& from, const std::string& out, const LoadedNet& to, c
               std::to_string(taken.value) + " " + where(to, taken));
 }
 
-void fed(const LoadedNet& net, const std::vector<std::string>& blobs) {
+void check_fed(const LoadedNet& net, const std::vector<std::string>& blobs) {
   for (const auto& blob : net.graph().input_blobs()) {
     if (std::find(blobs.begin(), blobs.end(), blob) == blobs.end())
       throw Error(net.files().param + ": input blob \"" + blob +
@@ -46,61 +45,42 @@ void fed(const LoadedNet& net, const std::vector<std::string>& blobs) {
   }
 }
 
-void layer_count(const ModelConfig& cfg, const std::string& key, int value, const LoadedNet& net) {
+void check_layer_count(const ModelConfig& cfg, const std::string& key, int value, const LoadedNet& net) {
   const int n = net.graph().count("SDPA");
   if (n == 0 || n == value) return;
   throw Error(cfg.json_path + ": entry \"" + key + "\" is " + std::to_string(value) + ", but " +
               net_ref(net) + " has " + std::to_string(n) + " attention (SDPA) layers");
 }
 
-}  // namespace
-
-void check_vision_nets(const ModelConfig& cfg, const LoadedNet& patch, const LoadedNet& encoder,
-                       const LoadedNet& projector) {
-  const VisionSettings& v = cfg.vision;
-  fed(patch, {patch.files().inputs[0]});
-  fed(encoder, {v.hidden, v.cos, v.sin});
-  fed(projector, {projector.files().inputs[0]});
-  const long long p = v.patch_size;
-  claim(cfg, "vision.patch_size", p,
-        " (3x" + std::to_string(p) + "x" + std::to_string(p) + " = " + std::to_string(3 * p * p) +
-            " values per patch)",
-        patch, patch.graph().input_width(patch.files().inputs[0]), "takes % per patch", 3 * p * p);
-  chain(patch, patch.files().outputs[0], encoder, v.hidden);
-  chain(encoder, v.output, projector, projector.files().inputs[0]);
-  claim(cfg, "hidden_size", cfg.hidden_size, "", projector,
-        projector.graph().output_width(projector.files().outputs[0]), "makes rows of %");
-  for (const std::string* table : {&v.cos, &v.sin})
-    claim(cfg, "vision.rope.head_dim", v.rope_head_dim, "", encoder, encoder.graph().rope_width(*table),
-          "rotates heads of %");
-  layer_count(cfg, "vision.layers", v.layers, encoder);
-}
-
 void check_llm_nets(const ModelConfig& cfg, const LoadedNet& decoder, const LoadedNet& lm_head,
-                    const LoadedNet* embed) {
+                    const LoadedNet* embed, const std::vector<std::string>& extra_inputs) {
   const DecoderSettings& d = cfg.decoder;
   std::vector<std::string> inputs = {d.hidden, d.mask, d.cos, d.sin};
   inputs.insert(inputs.end(), d.cache_inputs.begin(), d.cache_inputs.end());
-  fed(decoder, inputs);
-  fed(lm_head, {lm_head.files().inputs[0]});
+  inputs.insert(inputs.end(), extra_inputs.begin(), extra_inputs.end());
+  check_fed(decoder, inputs);
+  check_fed(lm_head, {lm_head.files().inputs[0]});
   const ParamGraph& dec = decoder.graph();
-  claim(cfg, "hidden_size", cfg.hidden_size, "", decoder, dec.input_width(d.hidden), "takes rows of %");
-  claim(cfg, "hidden_size", cfg.hidden_size, "", decoder, dec.output_width(d.output), "makes rows of %");
+  check_claim(cfg, "hidden_size", cfg.hidden_size, "", decoder, dec.input_width(d.hidden),
+              "takes rows of %");
+  check_claim(cfg, "hidden_size", cfg.hidden_size, "", decoder, dec.output_width(d.output),
+              "makes rows of %");
   for (const std::string* table : {&d.cos, &d.sin})
-    claim(cfg, "decoder.rope.head_dim", d.rope_head_dim, "", decoder, dec.rope_width(*table),
-          "rotates heads of %");
-  layer_count(cfg, "num_layers", cfg.num_layers, decoder);
+    check_claim(cfg, "decoder.rope.head_dim", d.rope_head_dim, "", decoder, dec.rope_width(*table),
+                "rotates heads of %");
+  check_layer_count(cfg, "num_layers", cfg.num_layers, decoder);
   const ParamGraph& head = lm_head.graph();
-  claim(cfg, "hidden_size", cfg.hidden_size, "", lm_head, head.input_width(lm_head.files().inputs[0]),
-        "takes rows of %");
+  check_claim(cfg, "hidden_size", cfg.hidden_size, "", lm_head, head.input_width(lm_head.files().inputs[0]),
+              "takes rows of %");
   const Width logits = head.output_width(lm_head.files().outputs[0]);
-  claim(cfg, "vocab_size", cfg.vocab_size, "", lm_head, logits, "makes rows of % logits");
+  check_claim(cfg, "vocab_size", cfg.vocab_size, "", lm_head, logits, "makes rows of % logits");
   if (cfg.tied)
-    claim(cfg, "embedding_matrix.shape", cfg.embedding.rows, " rows", lm_head, logits, "has % weight rows");
+    check_claim(cfg, "embedding_matrix.shape", cfg.embedding.rows, " rows", lm_head, logits,
+                "has % weight rows");
   if (embed != nullptr) {
-    fed(*embed, {embed->files().inputs[0]});
+    check_fed(*embed, {embed->files().inputs[0]});
     const Width rows = embed->graph().output_width(embed->files().outputs[0]);
-    claim(cfg, "hidden_size", cfg.hidden_size, "", *embed, rows, "makes rows of %");
+    check_claim(cfg, "hidden_size", cfg.hidden_size, "", *embed, rows, "makes rows of %");
     for (const ParamLayer& l : embed->graph().layers()) {
       if (l.type != "Embed" || l.get(1, 0) < 1 || l.get(1, 0) >= cfg.vocab_size) continue;
       throw Error(cfg.json_path + ": entry \"vocab_size\" is " + std::to_string(cfg.vocab_size) + ", but " +

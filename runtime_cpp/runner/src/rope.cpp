@@ -1,4 +1,4 @@
-// Vision 2-D and LLM 1-D RoPE tables and the causal mask (see rope.hpp).
+// LLM 1-D RoPE tables and the causal mask (see rope.hpp).
 #include "pvl/rope.hpp"
 
 #include <cmath>
@@ -16,8 +16,6 @@ std::vector<float> rope_inv_freq(int head_dim, double theta) {
   return inv;
 }
 
-namespace {
-
 void put_angle(RopeTables& t, int row, int col, float angle) {
   size_t at = static_cast<size_t>(row) * t.width + col;
   t.cos[at] = static_cast<float>(std::cos(static_cast<double>(angle)));
@@ -30,24 +28,6 @@ RopeTables empty_tables(int rows, int width) {
   t.width = width;
   t.cos.assign(static_cast<size_t>(rows) * width, 0.0f);
   t.sin.assign(static_cast<size_t>(rows) * width, 0.0f);
-  return t;
-}
-
-}  // namespace
-
-RopeTables vision_rope_tables(int grid_h, int grid_w, int head_dim, double theta) {
-  const std::vector<float> inv = rope_inv_freq(head_dim, theta);
-  const int half = head_dim / 2;
-  RopeTables t = empty_tables(grid_h * grid_w, head_dim);
-  for (int r = 0; r < grid_h; ++r) {
-    for (int c = 0; c < grid_w; ++c) {
-      const int p = r * grid_w + c;
-      for (int i = 0; i < half; ++i) {
-        put_angle(t, p, i, static_cast<float>(r) * inv[static_cast<size_t>(i)]);
-        put_angle(t, p, half + i, static_cast<float>(c) * inv[static_cast<size_t>(i)]);
-      }
-    }
-  }
   return t;
 }
 

@@ -1,6 +1,7 @@
-// penguin_vl_run's command line: parsing (strict: unknown flags, missing values and malformed numbers are
-// pvl::Error naming the flag) and run(), which loads the model, builds the prompt (chat template +
-// tokenizer, images through the Pillow-exact preprocessing), generates and streams the text to stdout.
+// The program's command line (penguin_vl_run, or the name main gives it: program_name()): parsing
+// (strict: unknown flags, missing values and malformed numbers are pvl::Error naming the flag) and run(),
+// which loads the model and its family, builds the prompt (the family's chat template + the tokenizer,
+// images through the family's preprocessing), generates and streams the text to stdout.
 // Debug/test inputs: --ids (prompt token ids instead of --prompt) and --pixel-values (a preprocessed
 // image dump instead of --image); --print-ids prints {"prompt_tokens": N, "tokens": [...]} as the last
 // stdout line; --ignore-eos generates exactly --gen tokens; --no-mmap reads embedding rows without a map.
@@ -33,7 +34,7 @@ struct CliArgs {
 };
 
 CliArgs parse_args(const std::vector<std::string>& argv);  // argv[0] is the program
-const char* usage();
+std::string usage();  // with program_name()
 // Runs one generation; returns the process exit code. Throws pvl::Error on bad input.
 int run(const CliArgs& args, std::FILE* out, std::FILE* log);
 

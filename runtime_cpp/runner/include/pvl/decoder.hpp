@@ -1,9 +1,11 @@
 // The LLM half between embeddings and logits, as ncnn_chain.py / graphsurgeon.verify.kv_session run it:
 // - Decoder: the decoder net (model.json "decoder" blob names) and the lm_head net;
-// - KVSession: one sequence. step(hidden [T, H]) feeds the hidden rows, the additive causal mask
-//   [T, past+T] (0 / model.json mask_value), the 1-D RoPE cos/sin [T, D] (or [T, D/2]) for positions
-//   past..past+T-1, and the past caches: an empty Mat for every cache on the first step (past length 0),
-//   afterwards exactly the Mats the previous step returned, extracted with type 1 (ncnn's opaque,
+// - KVSession: one sequence. step(hidden [T, H], inputs) feeds the hidden rows, the additive causal mask
+//   [T, past+T] (0 / model.json mask_value), the RoPE cos/sin tables the family's position counter made
+//   for the step's T tokens ([T, D] or [T, D/2]: 1-D for Penguin-VL, MRoPE for Qwen3-VL), the family's
+//   extra inputs (each of Family::decoder_inputs: the step's NetInput, or an empty Mat when the step has
+//   none, e.g. DeepStack features on prefill only), and the past caches: an empty Mat for every cache on
+//   the first step (past length 0), afterwards exactly the Mats the previous step returned, extracted with type 1 (ncnn's opaque,
 //   panel-packed cache layout, appended in place). Every step's extractor uses the session's own
 //   kv-cache allocator (an UnlockedPoolAllocator the cache Mats never outlive) and the max-seqlen hint,
 //   so the cache is allocated once for prompt + budget. step returns the last position's hidden row;
@@ -11,10 +13,12 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <allocator.h>
 
+#include "pvl/family.hpp"
 #include "pvl/model_config.hpp"
 #include "pvl/nets.hpp"
 
@@ -22,15 +26,18 @@ namespace pvl {
 
 class Decoder {
  public:
-  Decoder(const ModelConfig& cfg, int threads);
+  // extra_inputs: the family's decoder inputs besides the core's (Family::decoder_inputs).
+  Decoder(const ModelConfig& cfg, int threads, std::vector<std::string> extra_inputs = {});
   const LoadedNet& net() const { return *decoder_; }
   const LoadedNet& lm_head() const { return *lm_head_; }
   const ModelConfig& config() const { return cfg_; }
+  const std::vector<std::string>& extra_inputs() const { return extra_inputs_; }
   // Logits for one hidden row of hidden_size values; their count is lm_head's output width.
   std::vector<float> logits(const float* hidden_row) const;
 
  private:
   const ModelConfig& cfg_;
+  std::vector<std::string> extra_inputs_;
   std::unique_ptr<LoadedNet> decoder_, lm_head_;
 };
 
@@ -41,8 +48,9 @@ class KVSession {
   KVSession(const KVSession&) = delete;
   KVSession& operator=(const KVSession&) = delete;
 
-  // rows*hidden_size floats at positions position()..position()+rows-1 -> the last row's output hidden.
-  std::vector<float> step(const std::vector<float>& hidden, int rows);
+  // rows*hidden_size floats, the sequence's tokens position()..position()+rows-1, with their RoPE tables
+  // (rows of them) and extra inputs -> the last row's output hidden.
+  std::vector<float> step(const std::vector<float>& hidden, int rows, const StepInputs& inputs);
   int position() const { return position_; }
 
  private:

@@ -1,10 +1,11 @@
-// The whole inference for one prompt, as ncnn_chain.py chains it: each image through the vision tower,
-// the prompt's embeddings with the image features written, in order, over the rows of the image token
-// (model.json tokens.image; the prompt holds one image token per patch), prefill of the whole prompt
-// through the KV cache, lm_head on the last position, then one-token decode steps until an EOS id of
-// model.json (kept as the last token, unless ignore_eos) or max_new_tokens, or the context limit.
-// Each new token is handed to on_token as soon as it is chosen (for streaming). Stage times are kept
-// for --verbose. The vision nets load on first use, so a text-only prompt never reads them.
+// The whole inference for one prompt, the same for every family: the prompt checked against the images
+// (Family::check_prompt), its embedding rows with the images fused in by the family (Family::fuse_images:
+// vision nets, features over the placeholder rows, extra prefill inputs), prefill of the whole prompt
+// through the KV cache with the family's RoPE tables (Family::positions), lm_head on the last position,
+// then one-token decode steps until an EOS id of model.json (kept as the last token, unless ignore_eos)
+// or max_new_tokens, or the context limit. Each new token is handed to on_token as soon as it is chosen
+// (for streaming). Stage times are kept for --verbose. The vision nets load on first use, so a
+// text-only prompt never reads them.
 #pragma once
 
 #include <functional>
@@ -14,9 +15,9 @@
 
 #include "pvl/decoder.hpp"
 #include "pvl/embeddings.hpp"
+#include "pvl/family.hpp"
 #include "pvl/model_config.hpp"
 #include "pvl/sampler.hpp"
-#include "pvl/vision.hpp"
 
 namespace pvl {
 
@@ -40,22 +41,24 @@ class Runtime {
   // the fallback used where mapping fails).
   Runtime(const std::string& model_dir, int threads, bool allow_map = true);
   const ModelConfig& config() const { return cfg_; }
+  const Family& family() const { return *family_; }
   double load_seconds() const { return load_seconds_; }
   std::string embedding_source() const { return embeddings_->source(); }
 
-  // The vision nets, loaded (and checked against model.json) on first use.
-  const VisionTower& vision();
+  // The family's vision nets, loaded (and checked against model.json) on first use.
+  void load_vision();
 
   GenerateResult generate(const std::vector<int>& prompt_ids, const std::vector<PatchInput>& images,
                           const GenerateOptions& options, const std::function<void(int)>& on_token);
 
  private:
+  std::unique_ptr<Family> family_;  // before cfg_: ModelConfig::load makes it
   ModelConfig cfg_;
   int threads_;
+  bool vision_loaded_ = false;
   double load_seconds_ = 0;
   std::unique_ptr<Embeddings> embeddings_;
   std::unique_ptr<Decoder> decoder_;
-  std::unique_ptr<VisionTower> vision_;
 };
 
 // Seconds on a monotonic clock (for stage times).

@@ -7,25 +7,39 @@
 // Where the graph does not fix a width (only shape-agnostic layers touch the blob) there is nothing to
 // compare and the claim passes.
 //
-// - check_vision_nets: vision.patch_size against the patch embedding's input width; the patch embedding's
-//   output, the encoder's input and output and the projector's input widths along the chain;
-//   hidden_size against the projector's output; vision.rope.head_dim against the width the encoder's
-//   RoPE tables rotate; vision.layers against the encoder's SDPA layers; every Input blob fed.
-// - check_llm_nets: hidden_size against the decoder's input and output and lm_head's input;
+// - check_llm_nets (the core's nets): hidden_size against the decoder's input and output and lm_head's input;
 //   vocab_size against lm_head's output (and the embed net's table rows when it is used);
 //   embedding_matrix.shape against lm_head's weight; decoder.rope.head_dim against the width the
-//   decoder's RoPE tables rotate; num_layers against its SDPA layers; every Input blob fed.
+//   decoder's RoPE tables rotate; num_layers against its SDPA layers; every Input blob fed (the core's
+//   and the family's extra decoder inputs).
+// - the building blocks a family checks its own nets with (e.g. check_penguin_vision_nets, which makes
+//   the example above).
 #pragma once
+
+#include <string>
+#include <vector>
 
 #include "pvl/model_config.hpp"
 #include "pvl/nets.hpp"
 
 namespace pvl {
 
-void check_vision_nets(const ModelConfig& cfg, const LoadedNet& patch, const LoadedNet& encoder,
-                       const LoadedNet& projector);
-// embed: the embed net when the runtime reads rows through it, else nullptr.
+// embed: the embed net when the runtime reads rows through it, else nullptr; extra_inputs: the family's
+// decoder inputs (Family::decoder_inputs).
 void check_llm_nets(const ModelConfig& cfg, const LoadedNet& decoder, const LoadedNet& lm_head,
-                    const LoadedNet* embed);
+                    const LoadedNet* embed, const std::vector<std::string>& extra_inputs);
+
+// "nets.<name>" of a net, as errors name it.
+std::string net_ref(const LoadedNet& net);
+// A model.json value against a width the net fixes (nothing to compare when it fixes none); the net must
+// have `expected` (the value itself when -1); what says what the net has, % for the number ("takes %").
+void check_claim(const ModelConfig& cfg, const std::string& key, long long value, const std::string& meaning,
+                 const LoadedNet& net, const Width& has, std::string what, long long expected = -1);
+// The width one net produces against the width the next one takes.
+void check_chain(const LoadedNet& from, const std::string& out, const LoadedNet& to, const std::string& in);
+// Every Input blob of the net is one of blobs (the ones the runtime feeds).
+void check_fed(const LoadedNet& net, const std::vector<std::string>& blobs);
+// model.json's layer count (key) against the net's SDPA layers.
+void check_layer_count(const ModelConfig& cfg, const std::string& key, int value, const LoadedNet& net);
 
 }  // namespace pvl

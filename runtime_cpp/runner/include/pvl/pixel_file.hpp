@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "pvl/vision.hpp"
+#include "pvl/image_input.hpp"
 
 namespace pvl {
 

@@ -1,9 +1,6 @@
-// Chat template and prompt ids (see prompt.hpp).
-#include "pvl/prompt.hpp"
-
-#include <algorithm>
-
+// Penguin-VL's chat template and prompt ids (see family_penguin_vl.hpp).
 #include "pvl/error.hpp"
+#include "pvl/family_penguin_vl.hpp"
 
 #if PVL_HAVE_TOKENIZER
 #include "pvl/tokenizer.hpp"
@@ -17,8 +14,8 @@ const char kImEnd[] = "<|im_end|>";
 const char kEmptyThink[] = "<think>\n\n</think>\n\n";
 }  // namespace
 
-std::string chat_prompt(const std::string& user_text, const std::vector<int>& image_tokens,
-                        const std::string& image_token) {
+std::string penguin_chat_prompt(const std::string& user_text, const std::vector<int>& image_tokens,
+                                const std::string& image_token) {
   std::string body;
   for (int count : image_tokens) {
     for (int i = 0; i < count; ++i) body += image_token;
@@ -28,14 +25,12 @@ std::string chat_prompt(const std::string& user_text, const std::vector<int>& im
   return std::string(kImStart) + "user\n" + body + kImEnd + "\n" + kImStart + "assistant\n" + kEmptyThink;
 }
 
-int count_id(const std::vector<int>& ids, int id) {
-  return static_cast<int>(std::count(ids.begin(), ids.end(), id));
-}
-
+std::vector<int> PenguinVlFamily::prompt_ids(const Tokenizer& tok, const std::string& user_text,
+                                             const std::vector<PatchInput>& images) const {
 #if PVL_HAVE_TOKENIZER
-std::vector<int> prompt_ids(const Tokenizer& tok, const std::string& user_text,
-    const std::vector<int>& image_tokens,
-                            int image_id) {
+  std::vector<int> image_tokens;  // one placeholder per patch
+  for (const PatchInput& img : images) image_tokens.push_back(img.grid_h * img.grid_w);
+  const int image_id = settings_.image_token;
   if (user_text.find_first_not_of(" \t\r\n") == std::string::npos) throw Error("the prompt is empty");
   for (const char* marker : {kImStart, kImEnd, "<think>", "</think>"}) {
     if (tok.token_id(marker) < 0)
@@ -47,7 +42,7 @@ std::vector<int> prompt_ids(const Tokenizer& tok, const std::string& user_text,
   if (user_text.find(image_token) != std::string::npos)
     throw Error("the prompt text contains the image token \"" + image_token
         + "\"; images are given with --image");
-  std::vector<int> ids = tok.encode(chat_prompt(user_text, image_tokens, image_token));
+  std::vector<int> ids = tok.encode(penguin_chat_prompt(user_text, image_tokens, image_token));
   int expected = 0;
   for (int n : image_tokens) expected += n;
   if (count_id(ids, image_id) != expected)
@@ -55,7 +50,13 @@ std::vector<int> prompt_ids(const Tokenizer& tok, const std::string& user_text,
         + " image tokens, expected " +
                 std::to_string(expected));
   return ids;
-}
+#else
+  (void)tok;
+  (void)user_text;
+  (void)images;
+  throw Error(std::string("this ") + program_name() + " was built without runtime_cpp/tokenizer: --prompt is "
+              "unavailable (use --ids)");
 #endif
+}
 
 }  // namespace pvl

@@ -1,0 +1,15 @@
+// The registered families: model.json "family" -> its factory (see family_registry.hpp). A new family
+// adds its header and one entry here.
+#include "pvl/family_registry.hpp"
+#include "pvl/family_penguin_vl.hpp"
+
+namespace pvl {
+
+const std::vector<FamilyEntry>& families() {
+  static const std::vector<FamilyEntry> table = {
+      penguin_vl_entry(),
+  };
+  return table;
+}
+
+}  // namespace pvl
