@@ -31,6 +31,7 @@ from examples.qwen3_layers import causal_mask
 from examples.qwen3_vl.make_tiny import write_transformers_4_style
 from graphsurgeon.cli import main
 from graphsurgeon.formats.json_schema import load_schema
+from graphsurgeon.formats.model_json import read_model_json
 from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.rewrite.loader import open_rule_file
 from graphsurgeon.verify.ncnn_fp32 import fp32_net
@@ -173,6 +174,7 @@ def test_model_json_is_what_the_schema_accepts_and_says_what_the_checkpoint_says
     converted: Path, model_json: dict[str, Any], config: dict[str, Any]
 ) -> None:
     assert load_schema(SCHEMA).violation(model_json) is None
+    assert read_model_json(converted, {"qwen3_vl"}) == model_json  # the reader every tool uses
     doc, vcfg, tcfg = model_json, config["vision_config"], config["text_config"]
     assert (doc["format"], doc["family"], doc["version"]) == ("gsurg-model", "qwen3_vl", 1)
     assert set(doc["nets"]) == set(NETS)
@@ -213,6 +215,23 @@ def test_the_position_table_and_the_embedding_matrix_are_where_model_json_says(
         raw = (converted / entry["bin"]).read_bytes()
         got = np.frombuffer(raw, np.float32, count=want.size, offset=entry["offset"]).reshape(want.shape)
         assert np.array_equal(got, want), tensor
+
+
+@pytest.mark.slow
+def test_gsurg_rope_reads_the_converted_model_json(
+    converted: Path, capsys: pytest.CaptureFixture[str], config: dict[str, Any]
+) -> None:
+    """The MRoPE settings a runtime needs, as ``gsurg rope`` reads them: interleaved, the checkpoint's
+    section, and a portrait image advancing the next text position by max(h', w')."""
+    layout = "text:2,image:1x8x4,text:1"
+    assert main(["rope", str(converted / "model.json"), "--layout", layout, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rope = config["text_config"]["rope_parameters"]
+    settings = doc["settings"]
+    assert settings["model_layout"] == "interleaved" and settings["mrope_section"] == rope["mrope_section"]
+    assert settings["theta"] == rope["rope_theta"] and settings["merge"] == 2
+    # 2 text tokens, 4 x 2 merged tokens at p = 2, then p = 2 + max(4, 2) = 6
+    assert doc["prompt"]["tokens"] == 11 and doc["tokens"][-1]["position"] == [6, 6, 6]
 
 
 # ---- the ncnn nets against HF's modules -------------------------------------------------------------------
