@@ -509,6 +509,36 @@ def test_an_mrope_section_not_summing_to_half_the_head_is_refused(
 # ---- the model.json contract -------------------------------------------------------------------------------
 
 
+def test_a_sharded_checkpoint_missing_a_tensor_is_named_by_its_index(tmp_path: Path) -> None:
+    """The header check reads a ``model.safetensors.index.json`` too: a tensor the index does not list is
+    missing, whatever the shard holds."""
+    from examples.qwen3_vl.export import check_tensors
+    from graphsurgeon.formats.safetensors import CheckpointError
+
+    ckpt = shutil.copytree(TINY, tmp_path / "ckpt")
+    (ckpt / "model.safetensors").rename(ckpt / "model-00001-of-00001.safetensors")
+    names = sorted(load_file(str(ckpt / "model-00001-of-00001.safetensors")))
+    missing = "model.visual.blocks.2.attn.qkv.weight"
+    weight_map = {n: "model-00001-of-00001.safetensors" for n in names if n != missing}
+    (ckpt / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    with pytest.raises(CheckpointError, match=rf"index\.json: missing tensor '{missing}'$"):
+        check_tensors(ckpt)
+    weight_map[missing] = "model-00001-of-00001.safetensors"
+    (ckpt / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    check_tensors(ckpt)  # complete again: no error
+
+
+def test_the_export_refuses_a_config_with_another_number_of_deepstack_taps() -> None:
+    """The rule file declares three DeepStack merger graphs; a source asked for two names the key."""
+    from examples.qwen3_vl.export import build
+    from graphsurgeon.export.errors import ExportError
+
+    with pytest.raises(
+        ExportError, match=r"config\.json: vision_config\.deepstack_visual_indexes has 3 taps"
+    ):
+        build({"deepstack_mergers": 2}, TINY)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("key", "value"),
