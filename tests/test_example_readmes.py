@@ -44,7 +44,12 @@ from graphsurgeon.verify.ncnn_fp32 import fp32_net
 from tests.conftest import REPO
 
 TOP = "README.md"
-GUIDES = ("examples/quickstart/README.md", "examples/qwen3_llm/README.md", "examples/penguin_vl/README.md")
+GUIDES = (
+    "examples/quickstart/README.md",
+    "examples/qwen3_llm/README.md",
+    "examples/penguin_vl/README.md",
+    "examples/qwen3_vl/README.md",
+)
 #: The sections every model guide has, in this order.
 GUIDE_SECTIONS = (
     "What it converts",
@@ -321,6 +326,7 @@ def readmes(tmp_path_factory: pytest.TempPathFactory) -> Readmes:
         GUIDES[0],
         pytest.param(GUIDES[1], marks=pytest.mark.slow),
         pytest.param(GUIDES[2], marks=pytest.mark.slow),
+        pytest.param(GUIDES[3], marks=pytest.mark.slow),
     ],
 )
 def test_every_command_of_the_readme_runs_and_gives_what_it_says(readme: str, readmes: Readmes) -> None:
