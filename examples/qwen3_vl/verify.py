@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graphsurgeon.formats.model_json import check_model_json
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.report import StageResult, TokenResult, VerifyReport, compare, failed
 from graphsurgeon.verify.run import VerifyOptions
 
-from .ncnn_chain import Qwen3VLNcnn, VisionResult, vision_stage_names
+from .ncnn_chain import FAMILIES, Qwen3VLNcnn, VisionResult, vision_stage_names
 
 if TYPE_CHECKING:
     from PIL import Image as PILImage
@@ -316,12 +317,14 @@ def verify(folder: Path, model_json: dict[str, Any], options: VerifyOptions) -> 
         raise VerifyError("the qwen3_vl verifier needs the reference checkpoint (--checkpoint DIR)")
     if options.tokens < 1:
         raise VerifyError(f"--tokens must be at least 1, not {options.tokens}")
+    # the family's schema first: a model.json outside the contract is refused before the reference runs
+    check_model_json(model_json, str(folder / "model.json"), FAMILIES, error=VerifyError)
     import torch
 
     torch.set_num_threads(options.threads)
     processor, prompts, images = _prepare(options)
     cases = _cases(prompts, images)
-    depth = int(model_json.get("vision", {}).get("depth", 0))
+    depth = int(model_json["vision"]["depth"])
     want = _reference(processor, prompts, images, cases, options, depth)
     report = VerifyReport(str(folder))
     with Qwen3VLNcnn(folder, model_json, num_threads=options.threads) as nets:

@@ -1,0 +1,153 @@
+"""``gsurg verify`` on Qwen3-VL (issue 16, item 4): the verifier ``examples/qwen3_vl/verify.py`` runs the
+converted nets through ``examples/qwen3_vl/ncnn_chain.py`` (model.json only) against HF transformers' own
+``Qwen3VLForConditionalGeneration`` and ``generate``.
+
+One module-scoped apply of the tiny model passes every stage with the default cases (three prompts x a
+portrait and a landscape image, a prompt with both images, a text-only prompt; 32 tokens).
+Wrong conversions fail it: rule files that include ``rules/qwen3_vl.yaml`` and change one thing (the
+DeepStack features multiplied by zero before the decoder adds them; the merger's exact GELU set to tanh)
+exit 1 at the stages the error reaches; a model.json claiming block-sectioned MRoPE or position-table
+interpolation without aligned corners is refused (exit 2, naming the key) before anything is compared,
+because the family's schema pins both.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from graphsurgeon.cli import main
+from tests.conftest import REPO
+
+RULES = REPO / "rules" / "qwen3_vl.yaml"
+TOKENS = 32
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("qwen3_vl_verify") / "out"
+    assert main(["apply", str(RULES), "--out", str(out)]) == 0
+    return out
+
+
+def _verify(folder: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any] | None, str]:
+    """``gsurg verify FOLDER --format json``: exit code, the report (None when there is none) and stderr."""
+    capsys.readouterr()
+    code = main(["verify", str(folder), "--format", "json", "--tokens", str(TOKENS)])
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if out.out.strip() else None), out.err
+
+
+def _variant(tmp_path: Path, name: str, graphs: str) -> Path:
+    """Apply a rule file that includes rules/qwen3_vl.yaml and extends its ``graphs``; returns the output."""
+    rules = tmp_path / f"{name}.yaml"
+    rules.write_text(f"version: 1\nname: {name}\ninclude: [{json.dumps(str(RULES))}]\ngraphs:\n{graphs}")
+    out = tmp_path / "out"
+    assert main(["apply", str(rules), "--out", str(out)]) == 0
+    return out
+
+
+def test_verify_passes_every_stage_and_every_token_of_the_tiny_model(
+    converted: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report, _ = _verify(converted, capsys)
+    assert code == 0 and report is not None and report["passed"]
+    stages = {s["stage"]: s for s in report["stages"]}
+    assert all(s["passed"] and s["cosine"] >= 0.99999 for s in stages.values())
+    doc = json.loads((converted / "model.json").read_text())
+    depth, taps = doc["vision"]["depth"], len(doc["vision"]["deepstack"])
+    images = sorted({name.split(": ")[0] for name in stages if name.endswith(": patch embed")})
+    assert len(images) == 2
+    grids = [tuple(int(v) for v in name.rsplit("(", 1)[1].rstrip(")").split("x")) for name in images]
+    assert any(h > w for h, w in grids) and any(w > h for h, w in grids)  # a portrait and a landscape grid
+    for image in images:
+        per_image = [s for s in stages if s.startswith(image + ": ")]
+        blocks = [s for s in per_image if ": ViT block " in s]
+        assert len(blocks) == depth and sum("DeepStack merger" in s for s in per_image) == taps
+        assert {f"{image}: patch embed + position embedding", f"{image}: merger"} <= set(per_image)
+    cases = [t["case"] for t in report["tokens"]]
+    assert len(cases) == 3 * 2 + 2 and "prompt 1 + images 1 and 2" in cases and "prompt 1, text only" in cases
+    for t in report["tokens"]:
+        assert t["passed"] and t["ours"] == t["reference"] and len(t["ours"]) == TOKENS, t["case"]
+        steps = [s for s in stages if s.startswith(t["case"] + ": decode step ")]
+        assert len(steps) == TOKENS - 1 and f"{t['case']}: prefill logits" in stages
+        assert f"{t['case']}: fused embeddings" in stages
+
+
+def test_a_rule_file_that_drops_deepstack_fails_verify_from_the_first_image_logits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _variant(
+        tmp_path,
+        "qwen3-vl-deepstack-dropped",
+        "  decoder:\n    extend: true\n    rules:\n      - name: drop-deepstack\n"
+        "        match:\n          pattern: |\n            Input %i 0 1 %ds\n"
+        "            BinaryOp %add 2 1 %h %ds %out 0=0\n        expect: {count: 3}\n"
+        "        do:\n          - replace: |\n              Input %i 0 1 %ds\n"
+        "              BinaryOp ds_times_zero 1 1 %ds ds_zero 0=2 1=1 2=0.0\n"
+        "              BinaryOp %add 2 1 %h ds_zero %out 0=0\n",
+    )
+    code, report, _ = _verify(out, capsys)
+    assert code == 1 and report is not None
+    failing = {s["stage"] for s in report["stages"] if not s["passed"]}
+    # the vision nets are the same; the decoder ignores the features, so image prompts go wrong at once
+    assert not any(": ViT block " in s or "merger" in s or "fused embeddings" in s for s in failing)
+    image_cases = [t["case"] for t in report["tokens"] if "text only" not in t["case"]]
+    assert all(f"{case}: prefill logits" in failing for case in image_cases)
+    assert not any(s.startswith("prompt 1, text only") for s in failing)  # no image rows: nothing to add
+    assert [t["passed"] for t in report["tokens"]].count(False) >= len(image_cases) - 1
+
+
+def test_a_rule_file_with_a_tanh_gelu_in_the_merger_fails_verify_by_the_logits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 4's last wrong rule file. The merger output moves by ~1e-3 of its scale (cosine still above
+    0.99999 there), which the decoder carries into the logits: some decode step falls below the bound."""
+    out = _variant(
+        tmp_path,
+        "qwen3-vl-tanh-merger",
+        "  merger:\n    extend: true\n    rules:\n      - name: tanh-merger-gelu\n"
+        "        match: {type: GELU, params: {fast_gelu: 0}}\n        expect: {count: 1}\n"
+        "        do: [{set: {fast_gelu: 1}}]\n",
+    )
+    assert "GELU" in (out / "merger.ncnn.param").read_text() and " 0=1" in (
+        next(x for x in (out / "merger.ncnn.param").read_text().splitlines() if x.startswith("GELU"))
+    )
+    code, report, _ = _verify(out, capsys)
+    assert code == 1 and report is not None
+    failing = [s for s in report["stages"] if not s["passed"]]
+    assert failing and all("logits" in s["stage"] and s["cosine"] < 0.99999 for s in failing)
+    merger = [s for s in report["stages"] if s["stage"].endswith(": merger")]
+    assert all(s["max_abs"] > 1e-4 * s["scale"] for s in merger)  # the merger did change
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        (("decoder", "rope", "layout"), "block"),  # Qwen2.5-style sections instead of interleaved
+        (("vision", "position_embedding", "align_corners"), False),
+    ],
+)
+def test_a_model_json_claiming_another_rope_layout_or_interpolation_is_refused(
+    converted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], key: tuple[str, ...], value: Any
+) -> None:
+    out = shutil.copytree(converted, tmp_path / "out")
+    doc = json.loads((out / "model.json").read_text())
+    node = doc
+    for part in key[:-1]:
+        node = node[part]
+    node[key[-1]] = value
+    (out / "model.json").write_text(json.dumps(doc, indent=2))
+    code, report, err = _verify(out, capsys)
+    assert code == 2 and report is None
+    lines = [x for x in err.splitlines() if x.startswith("gsurg: error:")]
+    assert len(lines) == 1 and ".".join(key) in lines[0] and str(out / "model.json") in lines[0]
