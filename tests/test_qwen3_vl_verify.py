@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from graphsurgeon.cli import main
+from graphsurgeon.verify import mrope
+from graphsurgeon.verify.mrope import Image, Prompt, Segment, Token
 from tests.conftest import REPO
 
 RULES = REPO / "rules" / "qwen3_vl.yaml"
@@ -151,3 +154,47 @@ def test_a_model_json_claiming_another_rope_layout_or_interpolation_is_refused(
     assert code == 2 and report is None
     lines = [x for x in err.splitlines() if x.startswith("gsurg: error:")]
     assert len(lines) == 1 and ".".join(key) in lines[0] and str(out / "model.json") in lines[0]
+
+
+def _advance_by_width(segments: Sequence[Segment], merge: int) -> Prompt:
+    """Qwen3-VL's position counter with the ncnn_llm port's bug (qwen3-vl.md section 7): after an image
+    the counter moves on by w' instead of max(h', w')."""
+    tokens: list[Token] = []
+    images: list[Image] = []
+    p = 0
+    for seg in segments:
+        if seg.grid is None:
+            for _ in range(seg.count):
+                tokens.append(Token(len(tokens), "text", (p, p, p)))
+                p += 1
+            continue
+        rows, cols = seg.grid[1] // merge, seg.grid[2] // merge
+        images.append(Image(len(images), seg.grid, (1, rows, cols), len(tokens), rows * cols))
+        for j in range(rows * cols):
+            tokens.append(Token(len(tokens), "image", (p, p + j // cols, p + j % cols), len(images) - 1, j))
+        p += cols
+    return Prompt(tuple(tokens), tuple(images), p)
+
+
+def test_a_runtime_advancing_the_position_by_the_image_width_fails_verify_on_portrait_images(
+    converted: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 4's third wrong variant is not a conversion: no rule file or model.json key holds the position
+    counter, which is the runtime's (ncnn_chain calls ``graphsurgeon.verify.mrope.positions``, the counter
+    ``gsurg rope`` prints). The same nets with the counter swapped for the w' one: the portrait cases
+    (h' > w') fail, the landscape ones (where max(h', w') = w') still pass, so the verifier tells the two
+    apart."""
+    monkeypatch.setattr(mrope, "positions", _advance_by_width)
+    code, report, _ = _verify(converted, capsys)
+    assert code == 1 and report is not None
+    results = {t["case"]: t for t in report["tokens"]}
+    failing = {s["stage"] for s in report["stages"] if not s["passed"]}
+    for case in results:
+        wrong = any(f"{case}: {x}" in failing for x in ("prefill logits", "decode step 1 logits"))
+        grid = case.rsplit("(", 1)[1].rstrip(")").split("x") if case.endswith(")") else None
+        if grid is not None and int(grid[0]) > int(grid[1]):  # portrait: the text after it moves
+            assert wrong, case
+        elif grid is not None or "text only" in case:  # landscape or no image: the same positions
+            assert not any(s.startswith(case + ": ") for s in failing) and results[case]["passed"], case
+        else:  # both images, the portrait one first
+            assert wrong, case

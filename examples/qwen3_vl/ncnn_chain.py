@@ -35,8 +35,9 @@ import numpy as np
 from examples.penguin_vl.ncnn_chain import residual_stream
 from graphsurgeon.formats.model_json import check_model_json
 from graphsurgeon.formats.param_text import read_param_text
+from graphsurgeon.verify import mrope
 from graphsurgeon.verify.errors import VerifyError
-from graphsurgeon.verify.mrope import RopeSettings, Segment, cos_sin, layout_table, positions
+from graphsurgeon.verify.mrope import RopeSettings, Segment, cos_sin, layout_table
 from graphsurgeon.verify.ncnn_fp32 import fp32_net
 from graphsurgeon.verify.rope import rope_inv_freq
 
@@ -304,7 +305,7 @@ class Qwen3VLNcnn:
 
     def prompt_rope(self, segments: Sequence[Segment]) -> tuple[np.ndarray, np.ndarray, int]:
         """cos/sin ``[L, head_dim]`` of the prompt in the decoder's layout, and the first decode position."""
-        prompt = positions(segments, self.merge)
+        prompt = mrope.positions(segments, self.merge)  # the counter gsurg rope prints
         assert self.rope.layout is not None
         cos, sin = cos_sin(layout_table(self.rope.layout, self.rope, prompt))
         return cos, sin, prompt.next_position
