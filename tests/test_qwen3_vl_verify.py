@@ -8,7 +8,10 @@ Wrong conversions fail it: rule files that include ``rules/qwen3_vl.yaml`` and c
 DeepStack features multiplied by zero before the decoder adds them; the merger's exact GELU set to tanh)
 exit 1 at the stages the error reaches; a model.json claiming block-sectioned MRoPE or position-table
 interpolation without aligned corners is refused (exit 2, naming the key) before anything is compared,
-because the family's schema pins both.
+because the family's schema pins both. The position counter and the MRoPE axis rule are the runtime's
+(no rule file holds them), so those two wrong variants are runtimes: the same nets with the shared
+``graphsurgeon.verify.mrope`` counter advancing by w', or with block sections, fail exactly the cases
+they change.
 """
 
 from __future__ import annotations
@@ -198,3 +201,25 @@ def test_a_runtime_advancing_the_position_by_the_image_width_fails_verify_on_por
             assert not any(s.startswith(case + ": ") for s in failing) and results[case]["passed"], case
         else:  # both images, the portrait one first
             assert wrong, case
+
+
+def test_a_runtime_with_block_sectioned_mrope_fails_verify_on_every_image_case(
+    converted: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 4's first wrong variant as a runtime makes it: model.json says ``interleaved`` (the schema
+    allows nothing else, see above), but the cos/sin are built with Qwen2.5-VL's block sections. Text-only
+    prompts are unaffected (T = H = W there); every prompt with an image fails at its prefill logits."""
+    block = mrope.slot_axes
+
+    def wrong(layout: str, section: Sequence[int], slots: int) -> Any:
+        return block("block" if layout == "interleaved" else layout, section, slots)
+
+    monkeypatch.setattr(mrope, "slot_axes", wrong)
+    code, report, _ = _verify(converted, capsys)
+    assert code == 1 and report is not None
+    failing = {s["stage"] for s in report["stages"] if not s["passed"]}
+    for t in report["tokens"]:
+        if "text only" in t["case"]:
+            assert t["passed"] and not any(s.startswith(t["case"] + ": ") for s in failing)
+        else:
+            assert f"{t['case']}: prefill logits" in failing, t["case"]
