@@ -143,10 +143,11 @@ class Qwen3VLNcnn:
         eos = doc["tokens"]["eos"]
         self.eos_ids = {int(e) for e in (eos if isinstance(eos, list) else [eos])}
         rope = self.decoder_doc["rope"]
+        t_sec, h_sec, w_sec = (int(s) for s in rope["mrope_section"])  # the schema says three
         self.rope = RopeSettings(
             theta=float(rope["theta"]),
             head_dim=int(rope["head_dim"]),
-            mrope_section=tuple(int(s) for s in rope["mrope_section"]),  # type: ignore[arg-type]
+            mrope_section=(t_sec, h_sec, w_sec),
             merge=self.merge,
             layout=str(rope["layout"]),
         ).validate()
