@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from examples.verify_stages import compare_sized, generation_stages
 from graphsurgeon.verify.errors import VerifyError
-from graphsurgeon.verify.report import StageResult, TokenResult, VerifyReport, compare, failed
+from graphsurgeon.verify.report import TokenResult, VerifyReport, failed
 from graphsurgeon.verify.run import VerifyOptions
 
 from .config import load_files
@@ -162,12 +163,6 @@ def _prepare(options: VerifyOptions) -> tuple[list[str], list[tuple[str, Process
     return prompts, [(name, preprocess(img, processor)) for name, img in sources]
 
 
-def _compare(stage: str, ours: np.ndarray, reference: np.ndarray) -> StageResult:
-    if ours.size != reference.size:
-        return failed(stage, f"ncnn gave shape {list(ours.shape)}, the reference {list(reference.shape)}")
-    return compare(stage, ours, reference)
-
-
 def _vision(
     nets: PenguinNcnn,
     images: Sequence[tuple[str, ProcessedImage]],
@@ -185,7 +180,7 @@ def _vision(
         label = f"{name} ({img.grid[0]}x{img.grid[1]})"
         for i, stage in enumerate(names):
             if i < len(ours.values):
-                report.stages.append(_compare(f"{label}: {stage}", ours.values[i], ref[i]))
+                report.stages.append(compare_sized(f"{label}: {stage}", ours.values[i], ref[i]))
             elif i == len(ours.values):
                 report.stages.append(failed(f"{label}: {stage}", ours.error))
             else:
@@ -218,24 +213,9 @@ def _case(
         report.stages.append(failed(stage, str(err)))
         report.tokens.append(TokenResult(case.label, [], ref_tokens, want.text[k]))
         return
-    report.stages.append(_compare(stage, embeds, want.embeddings[k]))
+    report.stages.append(compare_sized(stage, embeds, want.embeddings[k]))
     gen = nets.generate(embeds, options.tokens)
-    stage = f"{case.label}: prefill logits"
-    if gen.prefill_logits is None:
-        report.stages.append(failed(stage, gen.error))
-    else:
-        report.stages.append(_compare(stage, gen.prefill_logits, want.prefill[k]))
-    for i, ref in enumerate(want.decode[k]):
-        stage = f"{case.label}: decode step {i + 1} logits"
-        if gen.tokens[: i + 1] != ref_tokens[: i + 1]:
-            report.notes.append(f"{case.label}: decode steps from {i + 1} not compared (the tokens differ)")
-            break
-        if i >= len(gen.decode_logits):
-            if gen.error:
-                report.stages.append(failed(stage, gen.error))
-            break
-        report.stages.append(_compare(stage, gen.decode_logits[i], ref))
-    report.tokens.append(TokenResult(case.label, gen.tokens, ref_tokens, want.text[k]))
+    generation_stages(report, case.label, gen, want.prefill[k], want.decode[k], ref_tokens, want.text[k])
 
 
 def verify(folder: Path, model_json: dict[str, Any], options: VerifyOptions) -> VerifyReport:

@@ -11,16 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 from graphsurgeon.cli.common import UsageError, add_report_options
-from graphsurgeon.verify.mrope import (
-    AXES,
-    LAYOUTS,
-    Comparison,
-    Difference,
-    RopeReport,
-    RopeSettings,
-    parse_layout,
-    rope_report,
-)
+from graphsurgeon.verify.mrope import AXES, LAYOUTS, RopeSettings, parse_layout
+from graphsurgeon.verify.mrope_compare import Comparison, Difference, RopeReport, rope_report
 from graphsurgeon.verify.mrope_settings import load_settings
 
 OTHER = {"interleaved": "block", "block": "interleaved"}
