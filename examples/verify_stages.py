@@ -1,16 +1,36 @@
-"""What the VLM verifiers (``penguin_vl.verify``, ``qwen3_vl.verify``) share once a case's embeddings are
-fused: a stage compared only when both sides have the same size, and the LLM stages of one case — the
-prefill logits, then each decode step's logits for as long as the tokens agree — with its greedy tokens
-side by side."""
+"""What the VLM verifiers (``penguin_vl.verify``, ``qwen3_vl.verify``) share: what the reference computed
+(``Expected``), progress lines, a stage compared only when both sides have the same size, and the LLM
+stages of one case — the prefill logits, then each decode step's logits for as long as the tokens agree —
+with its greedy tokens side by side."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from graphsurgeon.verify.report import StageResult, TokenResult, VerifyReport, compare, failed
+from graphsurgeon.verify.run import VerifyOptions
+
+
+@dataclass
+class Expected:
+    """What the reference computed, kept as numpy so the model can be released before ncnn runs."""
+
+    vision: list[list[np.ndarray]] = field(default_factory=list)  # per image, as vision_stage_names
+    embeddings: list[np.ndarray] = field(default_factory=list)  # per case
+    prefill: list[np.ndarray] = field(default_factory=list)
+    decode: list[list[np.ndarray]] = field(default_factory=list)
+    tokens: list[list[int]] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+
+
+def say(options: VerifyOptions, message: str) -> None:
+    """A progress line, when the command shows them."""
+    if options.progress is not None:
+        options.progress(message)
 
 
 class Generation(Protocol):
@@ -27,6 +47,25 @@ def compare_sized(stage: str, ours: np.ndarray, reference: np.ndarray) -> StageR
     if ours.size != reference.size:
         return failed(stage, f"ncnn gave shape {list(ours.shape)}, the reference {list(reference.shape)}")
     return compare(stage, ours, reference)
+
+
+def chained_stages(
+    report: VerifyReport,
+    label: str,
+    names: Sequence[str],
+    ours: Sequence[np.ndarray],
+    error: str,
+    reference: Sequence[np.ndarray],
+) -> None:
+    """A chain of stages where ncnn computed the first ``len(ours)`` (and stopped at ``error``): each
+    computed one compared, the one that failed named with its error, the rest not computed."""
+    for i, stage in enumerate(names):
+        if i < len(ours):
+            report.stages.append(compare_sized(f"{label}: {stage}", ours[i], reference[i]))
+        elif i == len(ours):
+            report.stages.append(failed(f"{label}: {stage}", error))
+        else:
+            report.stages.append(failed(f"{label}: {stage}", f"not computed ({names[len(ours)]} failed)"))
 
 
 def generation_stages(

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from examples.verify_stages import compare_sized, generation_stages
+from examples.verify_stages import Expected, chained_stages, compare_sized, generation_stages, say
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.report import TokenResult, VerifyReport, failed
 from graphsurgeon.verify.run import VerifyOptions
@@ -56,23 +56,6 @@ class Case:
     label: str
     prompt: int  # index into the prompts
     image: int | None  # index into the images
-
-
-@dataclass
-class Expected:
-    """What the reference computed, kept as numpy so the model can be released before ncnn runs."""
-
-    vision: list[list[np.ndarray]] = field(default_factory=list)  # per image, as vision_stage_names
-    embeddings: list[np.ndarray] = field(default_factory=list)  # per case
-    prefill: list[np.ndarray] = field(default_factory=list)
-    decode: list[list[np.ndarray]] = field(default_factory=list)
-    tokens: list[list[int]] = field(default_factory=list)
-    text: list[str] = field(default_factory=list)
-
-
-def _say(options: VerifyOptions, message: str) -> None:
-    if options.progress is not None:
-        options.progress(message)
 
 
 def generated_images() -> list[tuple[str, PILImage.Image]]:
@@ -131,12 +114,12 @@ def _reference(
     want, ids = Expected(), []
     with torch.no_grad():
         for k, (name, img) in enumerate(images):
-            _say(options, f"reference: image {k + 1} of {len(images)} ({name}, grid {img.grid})")
+            say(options, f"reference: image {k + 1} of {len(images)} ({name}, grid {img.grid})")
             stages = model.encode_image(torch.from_numpy(img.pixel_values), img.grid)
             values = [stages.patch_embed, *stages.layers, stages.encoder, stages.projector]
             want.vision.append([x.numpy() for x in values])  # in the order of vision_stage_names
         for k, case in enumerate(cases):
-            _say(options, f"reference: greedy decoding, case {k + 1} of {len(cases)} ({case.label})")
+            say(options, f"reference: greedy decoding, case {k + 1} of {len(cases)} ({case.label})")
             chosen = [] if case.image is None else [images[case.image][1]]
             case_ids = prompt_ids(tokenizer, prompts[case.prompt], chosen)
             inputs = [(torch.from_numpy(img.pixel_values), img.grid) for img in chosen]
@@ -175,17 +158,10 @@ def _vision(
     features: list[np.ndarray | None] = []
     names = vision_stage_names(nets.layers)
     for k, ((name, img), ref) in enumerate(zip(images, want.vision, strict=True)):
-        _say(options, f"ncnn: image {k + 1} of {len(images)} ({name})")
+        say(options, f"ncnn: image {k + 1} of {len(images)} ({name})")
         ours = nets.encode_image(img.pixel_values, img.grid)
         label = f"{name} ({img.grid[0]}x{img.grid[1]})"
-        for i, stage in enumerate(names):
-            if i < len(ours.values):
-                report.stages.append(compare_sized(f"{label}: {stage}", ours.values[i], ref[i]))
-            elif i == len(ours.values):
-                report.stages.append(failed(f"{label}: {stage}", ours.error))
-            else:
-                why = f"not computed ({names[len(ours.values)]} failed)"
-                report.stages.append(failed(f"{label}: {stage}", why))
+        chained_stages(report, label, names, ours.values, ours.error, ref)
         features.append(ours.projector)
     return features
 
@@ -233,7 +209,7 @@ def verify(folder: Path, model_json: dict[str, Any], options: VerifyOptions) -> 
     with PenguinNcnn(folder, model_json, num_threads=options.threads) as nets:
         features = _vision(nets, images, want, report, options)
         for k, case in enumerate(cases):
-            _say(options, f"ncnn: greedy decoding, case {k + 1} of {len(cases)} ({case.label})")
+            say(options, f"ncnn: greedy decoding, case {k + 1} of {len(cases)} ({case.label})")
             feature = None if case.image is None else features[case.image]
             _case(nets, case, ids[k], feature, want, k, report, options)
     for p, text in enumerate(prompts):

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from examples.verify_stages import compare_sized, generation_stages
+from examples.verify_stages import Expected as SharedExpected
+from examples.verify_stages import chained_stages, compare_sized, generation_stages, say
 from graphsurgeon.formats.model_json import check_model_json
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.report import TokenResult, VerifyReport, failed
@@ -72,19 +73,10 @@ class Image:
 
 
 @dataclass
-class Expected:
-    vision: list[list[np.ndarray]] = field(default_factory=list)  # per image, as vision_stage_names
-    embeddings: list[np.ndarray] = field(default_factory=list)  # per case
-    prefill: list[np.ndarray] = field(default_factory=list)
-    decode: list[list[np.ndarray]] = field(default_factory=list)
-    tokens: list[list[int]] = field(default_factory=list)
-    text: list[str] = field(default_factory=list)
+class Expected(SharedExpected):
+    """The shared stages' reference values, and each case's prompt ids (the processor's, fed to both)."""
+
     ids: list[list[int]] = field(default_factory=list)
-
-
-def _say(options: VerifyOptions, message: str) -> None:
-    if options.progress is not None:
-        options.progress(message)
 
 
 def _crop(img: PILImage.Image, width: int, height: int) -> PILImage.Image:
@@ -201,7 +193,7 @@ def _reference(
     want = Expected()
     with torch.no_grad():
         for k, img in enumerate(images):
-            _say(options, f"reference: image {k + 1} of {len(images)} ({img.name}, grid {img.grid})")
+            say(options, f"reference: image {k + 1} of {len(images)} ({img.name}, grid {img.grid})")
             hooks = _Hooks()
             hooks.output("patch", visual.patch_embed)
             hooks.first_input("vit_in", visual.blocks[0])
@@ -216,7 +208,7 @@ def _reference(
             values += [out.pooler_output, *out.deepstack_features]
             want.vision.append([v.detach().numpy().astype(np.float32) for v in values])
         for k, case in enumerate(cases):
-            _say(options, f"reference: generate, case {k + 1} of {len(cases)} ({case.label})")
+            say(options, f"reference: generate, case {k + 1} of {len(cases)} ({case.label})")
             inputs = chat_inputs(processor, [images[i].picture for i in case.images], prompts[case.prompt])
             hooks = _Hooks()
             hooks.first_input("embeds", model.model.language_model, "inputs_embeds")
@@ -251,18 +243,10 @@ def _vision(
     names = vision_stage_names(nets.depth, nets.taps)
     results = []
     for k, (img, ref) in enumerate(zip(images, want.vision, strict=True)):
-        _say(options, f"ncnn: image {k + 1} of {len(images)} ({img.name})")
+        say(options, f"ncnn: image {k + 1} of {len(images)} ({img.name})")
         ours = nets.encode_image(img.pixel_values, img.grid)
         label = f"{img.name} ({img.grid[0]}x{img.grid[1]})"
-        for i, stage in enumerate(names):
-            if i < len(ours.values):
-                report.stages.append(compare_sized(f"{label}: {stage}", ours.values[i], ref[i]))
-            elif i == len(ours.values):
-                report.stages.append(failed(f"{label}: {stage}", ours.error))
-            else:
-                report.stages.append(
-                    failed(f"{label}: {stage}", f"not computed ({names[len(ours.values)]} failed)")
-                )
+        chained_stages(report, label, names, ours.values, ours.error, ref)
         results.append(ours)
     return results
 
@@ -310,7 +294,7 @@ def verify(folder: Path, model_json: dict[str, Any], options: VerifyOptions) -> 
     with Qwen3VLNcnn(folder, model_json, num_threads=options.threads) as nets:
         vision = _vision(nets, images, want, report, options)
         for k, case in enumerate(cases):
-            _say(options, f"ncnn: greedy decoding, case {k + 1} of {len(cases)} ({case.label})")
+            say(options, f"ncnn: greedy decoding, case {k + 1} of {len(cases)} ({case.label})")
             _case(nets, case, images, vision, want, k, report, options)
     for p, text in enumerate(prompts):
         report.notes.append(f"prompt {p + 1}: {text!r}")
