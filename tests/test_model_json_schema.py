@@ -120,6 +120,14 @@ def _set(value: Any, *keys: str) -> Edit:
     return edit
 
 
+def _both(first: Edit, second: Edit) -> Edit:
+    def edit(doc: dict[str, Any]) -> None:
+        first(doc)
+        second(doc)
+
+    return edit
+
+
 def _drop(*keys: str) -> Edit:
     def edit(doc: dict[str, Any]) -> None:
         for key in keys[:-1]:
@@ -174,6 +182,11 @@ BROKEN: list[tuple[str, Edit, str]] = [
     ("qwen3_llm", _set({"ref": 3, "checkpoint": None}, "verifier"), 'entry "verifier.ref" must be a string'),
     ("qwen3_llm", _set(3, "version"), 'entry "version" is 3: family qwen3_llm has no schema of that version'),
     ("qwen3_llm", _set("gsurg-llm-kv-cache", "format"), "a model.json of version 1, before families"),
+    (  # a version-1 file as it was: its own format and no family, told so rather than "family is missing"
+        "penguin_vl",
+        _both(_set("gsurg-penguin-vl", "format"), _drop("family")),
+        'entry "format" is "gsurg-penguin-vl", not "gsurg-model" (a model.json of version 1',
+    ),
     ("qwen3_llm", _drop("family"), 'entry "family" is missing'),
     ("qwen3_llm", _set(["x"], "format"), 'entry "format" is ["x"], not "gsurg-model"'),
     ("qwen3_llm", _set(2.0, "version"), 'entry "version" must be an integer, not 2.0'),

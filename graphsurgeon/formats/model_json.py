@@ -6,7 +6,7 @@ contract is a JSON Schema per **family** of layouts, ``schemas/model_json/<famil
 * ``family``: which layout (``penguin_vl``, ``qwen3_llm``): the schema file's name;
 * ``version``: the layout's version within its family (a new family starts at 1; ``penguin_vl`` and
   ``qwen3_llm`` start at 2, their version 1 being the layouts written before families, with ``format``
-  ``gsurg-penguin-vl`` / ``gsurg-llm-kv-cache``, which a reader names as such).
+  a ``gsurg-<layout>`` name of their own, which a reader names as such).
 
 A reader names the families it reads; ``read_model_json`` picks the schema from the file's own family and
 version and validates the whole file against it, so every error names the file and the key
@@ -30,8 +30,8 @@ from graphsurgeon.input_files import Raise, read_json_input
 from graphsurgeon.resources import resource_dir
 
 FORMAT = "gsurg-model"
-#: ``format`` of the model.json files gsurg wrote before the layouts had a family and a schema (version 1).
-UNVERSIONED_FORMATS = frozenset({"gsurg-penguin-vl", "gsurg-llm-kv-cache"})
+#: ``format`` of every model.json gsurg writes; an earlier gsurg layout (version 1, before families and
+#: schemas) named its own ``gsurg-<layout>`` format instead.
 _SCHEMA_NAME = re.compile(r"(?P<family>[a-z][a-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.schema\.json")
 
 
@@ -69,14 +69,16 @@ def check_model_json(
     family's schema; else ``error`` naming ``where`` and the first key that is wrong."""
     if not isinstance(doc, dict):
         raise _refuse(error, where, f"a model.json is a JSON object, not {type_name(doc)}")
-    for key in ("format", "family", "version"):
-        if key not in doc:
-            raise _refuse(error, where, Violation(key, "is missing"))
-    if doc["format"] != FORMAT:
-        old = isinstance(doc["format"], str) and doc["format"] in UNVERSIONED_FORMATS
+    if "format" not in doc:
+        raise _refuse(error, where, Violation("format", "is missing"))
+    if doc["format"] != FORMAT:  # checked before family: a version-1 file has none, and is told so
+        old = isinstance(doc["format"], str) and doc["format"].startswith("gsurg-")
         hint = " (a model.json of version 1, before families: convert the model again)" if old else ""
         why = f"is {shown(doc['format'])}, not {shown(FORMAT)}{hint}"
         raise _refuse(error, where, Violation("format", why))
+    for key in ("family", "version"):
+        if key not in doc:
+            raise _refuse(error, where, Violation(key, "is missing"))
     family, version = doc["family"], doc["version"]
     wanted = " or ".join(shown(f) for f in sorted(families))
     if not isinstance(family, str) or family not in families:
