@@ -53,6 +53,7 @@ std::vector<float> KVSession::step(const std::vector<float>& hidden, int rows, c
     extra[static_cast<size_t>(it - names.begin())] = &in;
   }
   std::vector<float> mask = causal_mask(start, rows, d.mask_value);
+  std::vector<float> zeros;  // an absent extra input: [rows, hidden_size] of zeros
 
   std::vector<ncnn::Mat> grown(d.cache_inputs.size());
   ncnn::Mat out;
@@ -64,9 +65,14 @@ std::vector<float> KVSession::step(const std::vector<float>& hidden, int rows, c
     net.input(ex, d.mask, mat_2d(mask.data(), rows, start + rows));
     net.input(ex, d.cos, mat_2d(rope.cos.data(), rope.rows, rope.width));
     net.input(ex, d.sin, mat_2d(rope.sin.data(), rope.rows, rope.width));
-    for (size_t i = 0; i < extra.size(); ++i)
-      net.input(ex, decoder_.extra_inputs()[i],
-                extra[i] ? mat_2d(extra[i]->data.data(), extra[i]->rows, extra[i]->cols) : ncnn::Mat());
+    for (size_t i = 0; i < extra.size(); ++i) {
+      if (extra[i]) {
+        net.input(ex, decoder_.extra_inputs()[i], mat_2d(extra[i]->data.data(), extra[i]->rows, extra[i]->cols));
+      } else {
+        if (zeros.size() != hidden.size()) zeros.assign(hidden.size(), 0.0f);
+        net.input(ex, decoder_.extra_inputs()[i], mat_2d(zeros.data(), rows, cfg.hidden_size));
+      }
+    }
     for (size_t i = 0; i < d.cache_inputs.size(); ++i)
       net.input(ex, d.cache_inputs[i], caches_.empty() ? ncnn::Mat() : caches_[i]);
     out = net.extract(ex, d.output);

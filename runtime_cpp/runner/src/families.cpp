@@ -2,12 +2,14 @@
 // adds its header and one entry here.
 #include "pvl/family_registry.hpp"
 #include "pvl/family_penguin_vl.hpp"
+#include "pvl/family_qwen3_vl.hpp"
 
 namespace pvl {
 
 const std::vector<FamilyEntry>& families() {
   static const std::vector<FamilyEntry> table = {
       penguin_vl_entry(),
+      qwen3_vl_entry(),
   };
   return table;
 }

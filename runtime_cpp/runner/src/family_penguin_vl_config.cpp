@@ -28,11 +28,12 @@ FamilyEntry penguin_vl_entry() { return FamilyEntry{kFamily, kVersion, kUnversio
 
 std::string PenguinVlFamily::name() const { return kFamily; }
 
-std::vector<std::string> PenguinVlFamily::net_names() const {
+std::vector<std::string> PenguinVlFamily::net_names(const JsonDoc& doc) const {
+  (void)doc;
   return std::vector<std::string>(std::begin(kNetNames), std::end(kNetNames));
 }
 
-std::vector<std::string> PenguinVlFamily::required_nets() const { return net_names(); }
+std::vector<std::string> PenguinVlFamily::required_nets(const JsonDoc& doc) const { return net_names(doc); }
 
 void PenguinVlFamily::read_config(const JsonDoc& doc, const ModelConfig& cfg) {
   read_penguin_settings(settings_, doc, cfg);

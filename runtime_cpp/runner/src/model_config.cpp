@@ -27,7 +27,7 @@ const char* const kNetNames[] = {"embed", "decoder", "lm_head"};
 void read_nets(ModelConfig& cfg, const JsonDoc& doc, const Family& family) {
   const nlohmann::json& nets = doc.at("nets");
   if (!nets.is_object()) doc.fail("nets", "must be an object");
-  std::vector<std::string> names = family.net_names();
+  std::vector<std::string> names = family.net_names(doc);
   names.insert(names.end(), std::begin(kNetNames), std::end(kNetNames));
   for (const std::string& name : names) {
     std::string key = std::string("nets.") + name;
@@ -42,7 +42,7 @@ void read_nets(ModelConfig& cfg, const JsonDoc& doc, const Family& family) {
     cfg.nets[name] = files;
   }
   std::vector<std::string> required = {"decoder", "lm_head"};
-  for (const std::string& name : family.required_nets()) required.push_back(name);
+  for (const std::string& name : family.required_nets(doc)) required.push_back(name);
   for (const std::string& name : required) {
     if (cfg.nets.count(name) == 0) doc.fail(std::string("nets.") + name, "is missing");
   }
@@ -217,7 +217,6 @@ ModelConfig ModelConfig::load(const std::string& folder, std::unique_ptr<Family>
   cfg.num_layers = positive_int(doc, "num_layers");
   cfg.vocab_size = positive_int(doc, "vocab_size");
   read_nets(cfg, doc, *family);
-  family->read_config(doc, cfg);
   read_decoder(cfg, doc);
   if (cfg.decoder.cache_inputs.size() != 2 * static_cast<size_t>(cfg.num_layers))
     doc.fail("decoder.cache_inputs", "must hold a k and a v cache per layer (num_layers " +
@@ -238,6 +237,7 @@ ModelConfig ModelConfig::load(const std::string& folder, std::unique_ptr<Family>
   } else {
     cfg.max_positions = tokenizer_max_length(cfg.tokenizer_config);
   }
+  family->read_config(doc, cfg);  // last: the family may check its keys against any of the core's
   return cfg;
 }
 

@@ -6,11 +6,14 @@
 //
 // Contract, in the order the core calls it:
 //   - net_names / required_nets: the family's own entries of model.json "nets" (read and checked by the
-//     core like its own; a required one missing is an error naming it);
+//     core like its own; a required one missing is an error naming it); given the document, for a family
+//     whose nets model.json lists (Qwen3-VL's DeepStack mergers: one per tap);
 //   - read_config: the family's keys, every problem a pvl::Error naming the file and key (JsonDoc);
 //   - decoder_inputs: decoder input blobs the family feeds besides hidden, mask, cos, sin and the caches
-//     (e.g. DeepStack features); the core checks they are inputs of nets.decoder and feeds an empty Mat
-//     for each one a step does not supply (every decode step, a text-only prefill);
+//     (e.g. DeepStack features, added to the hidden rows); the core checks they are inputs of nets.decoder
+//     and feeds zeros [rows, hidden_size] for each one a step does not supply (every decode step, a
+//     text-only prefill): an absent additive feature adds nothing, and ncnn's BinaryOp cannot take an
+//     empty Mat;
 //   - load_vision: loads and checks the vision nets, once, before the first image is preprocessed;
 //   - image_preprocessor: the family's image preprocessing with its settings parsed (an error naming the
 //     key comes before any image is read): a decoded image -> the patches the vision nets take (resize,
@@ -49,7 +52,7 @@ struct NetInput {
 // What one decoder step takes besides the hidden rows, the causal mask and the caches.
 struct StepInputs {
   RopeTables rope;              // [rows, width] cos / sin for the step's positions
-  std::vector<NetInput> extra;  // some of the family's decoder_inputs(); absent ones are fed empty
+  std::vector<NetInput> extra;  // some of the family's decoder_inputs(); absent ones are fed zeros
 };
 
 using ImagePreprocessor = std::function<PatchInput(const Image&)>;
@@ -68,8 +71,8 @@ class Family {
   virtual std::string name() const = 0;
 
   // ---- model.json
-  virtual std::vector<std::string> net_names() const = 0;
-  virtual std::vector<std::string> required_nets() const = 0;
+  virtual std::vector<std::string> net_names(const JsonDoc& doc) const = 0;
+  virtual std::vector<std::string> required_nets(const JsonDoc& doc) const = 0;
   virtual void read_config(const JsonDoc& doc, const ModelConfig& cfg) = 0;
   virtual std::vector<std::string> decoder_inputs() const { return {}; }
 

@@ -84,8 +84,8 @@ std::string penguin_chat_prompt(const std::string& user_text, const std::vector<
 class PenguinVlFamily : public Family {
  public:
   std::string name() const override;
-  std::vector<std::string> net_names() const override;
-  std::vector<std::string> required_nets() const override;
+  std::vector<std::string> net_names(const JsonDoc& doc) const override;
+  std::vector<std::string> required_nets(const JsonDoc& doc) const override;
   void read_config(const JsonDoc& doc, const ModelConfig& cfg) override;
   void load_vision(const ModelConfig& cfg, int threads) override;
   ImagePreprocessor image_preprocessor() const override;
