@@ -61,3 +61,28 @@ add_executable(pvl_family_seams tests/family_seams.cpp)
 target_link_libraries(pvl_family_seams PRIVATE pvl_runner)
 add_test(NAME runner_family_seams COMMAND pvl_family_seams ${_pvl_model})
 set_tests_properties(runner_family_seams PROPERTIES FIXTURES_REQUIRED runner_model TIMEOUT 300)
+
+# qwen3_vl_run (the same program under the Qwen3-VL family's name) against HF transformers' Qwen3-VL
+# (runtime_cpp/tests/check_qwen3_vl.py): the tiny checkpoint converted once (fixture qwen3_vl_model), greedy
+# tokens equal HF generate's over portrait / landscape / two images / text only and the debug inputs, and
+# its bad inputs exit 2 naming the culprit.
+set(PVL_QWEN3_VL_MODEL_DIR "${CMAKE_BINARY_DIR}/qwen3_vl_model" CACHE PATH
+    "Where qwen3_vl_convert_model converts the tiny Qwen3-VL (another build tree's, to share one conversion)")
+set(_q3_check ${CMAKE_CURRENT_SOURCE_DIR}/../tests/check_qwen3_vl.py)
+set(_q3_run_args --runner $<TARGET_FILE:qwen3_vl_run> --model ${PVL_QWEN3_VL_MODEL_DIR})
+if(PVL_TEST_WRAPPER)
+  list(APPEND _q3_run_args --wrapper "${PVL_TEST_WRAPPER}")
+endif()
+if(PVL_RUNNER_HAS_TOKENIZER)
+  list(APPEND _q3_run_args --with-tokenizer)
+endif()
+if(PVL_RUNNER_HAS_PREPROCESS)
+  list(APPEND _q3_run_args --with-preprocess)
+endif()
+add_test(NAME qwen3_vl_convert_model COMMAND ${PVL_PYTHON} ${_q3_check} convert --out ${PVL_QWEN3_VL_MODEL_DIR})
+set_tests_properties(qwen3_vl_convert_model PROPERTIES FIXTURES_SETUP qwen3_vl_model TIMEOUT 600)
+foreach(mode greedy bad-input)
+  string(REPLACE "-" "_" _name "qwen3_vl_${mode}")
+  add_test(NAME ${_name} COMMAND ${PVL_PYTHON} ${_q3_check} ${mode} ${_q3_run_args})
+  set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED qwen3_vl_model TIMEOUT 900)
+endforeach()

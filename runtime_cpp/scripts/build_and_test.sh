@@ -103,10 +103,10 @@ configure_linux() {
     -Dncnn_DIR="$ncnn_host/lib/cmake/ncnn" -DPVL_PYTHON="$PYTHON" -DPVL_TEST_WRAPPER=
 }
 configure_asan() {
-  mkdir -p "$BUILD_ROOT/linux"  # the shared tiny model lives there
+  mkdir -p "$BUILD_ROOT/linux"  # the shared tiny models live there
   cmake -S "$RUNTIME_DIR" -B "$BUILD_ROOT/linux-asan" -DCMAKE_BUILD_TYPE=Release -DPVL_SANITIZE=ON \
     -Dncnn_DIR="$ncnn_host/lib/cmake/ncnn" -DPVL_PYTHON="$PYTHON" -DPVL_TEST_WRAPPER= \
-    -DPVL_TEST_MODEL_DIR="$BUILD_ROOT/linux/pvl_model"
+    -DPVL_TEST_MODEL_DIR="$BUILD_ROOT/linux/pvl_model" -DPVL_QWEN3_VL_MODEL_DIR="$BUILD_ROOT/linux/qwen3_vl_model"
 }
 configure_mingw() {
   cmake -S "$RUNTIME_DIR" -B "$BUILD_ROOT/mingw64" -DCMAKE_BUILD_TYPE=Release \

@@ -1,6 +1,6 @@
 """Bad inputs to penguin_vl_run: each must end with exit code 2 and a last stderr line
-``penguin_vl_run: error: ...`` that names the culprit (a file, blob, model.json key, flag or value), never a
-crash or a traceback. Broken model folders are made by copying the converted one and damaging the copy.
+``penguin_vl_run: error: ...`` (the program's own name) that names the culprit (a file, blob, model.json
+key, flag or value), never a crash or a traceback. Broken model folders are made by copying the converted one and damaging the copy.
 """
 
 from __future__ import annotations
@@ -327,6 +327,7 @@ def check(runner: Runner, case: BadCase, model: Path, args: list[str], tmp: Path
     expect = case.expect.replace("{tmp}", str(tmp))
     if result.code != 2:
         raise CheckFailed(f"exit code {result.code}, expected 2; stderr: {result.stderr.strip()!r}")
-    if not last.startswith("penguin_vl_run: error: ") or expect not in last:
+    prefix = f"{Path(runner.program).stem}: error: "  # the program's own name (penguin_vl_run, qwen3_vl_run)
+    if not last.startswith(prefix) or expect not in last:
         raise CheckFailed(f"the error line {last!r} does not name {expect!r}")
     print(f"ok   {case.label}: {last}", flush=True)

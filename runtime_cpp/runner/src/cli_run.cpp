@@ -30,7 +30,14 @@ std::vector<PatchInput> load_images(const CliArgs& args, const Family& family) {
   if (args.images.empty()) return out;
 #if PVL_HAVE_PREPROCESS
   const ImagePreprocessor preprocess = family.image_preprocessor();
-  for (const std::string& path : args.images) out.push_back(preprocess(load_image(path)));
+  for (const std::string& path : args.images) {
+    const Image image = load_image(path);  // its errors name the path
+    try {
+      out.push_back(preprocess(image));
+    } catch (const Error& err) {  // the family's refusals (size, aspect ratio) name the image they refuse
+      throw Error(path + ": " + err.what());
+    }
+  }
   return out;
 #else
   (void)family;
