@@ -1,11 +1,14 @@
 // pvl_preprocess_dump: runs pvl_preprocess on images and writes what it computed as .npy files, for the
 // parity checker runtime_cpp/tests/check_preprocess.py (which compares them with Pillow and the Python
-// processor). Not part of the runtime.
+// processor), and for check_preprocess_qwen3vl.py (which compares the Qwen3-VL processor with HF's). Not
+// part of the runtime.
 //
 //   pvl_preprocess_dump --image PATH --config preprocessor_config.json [--size HxW]
 //                       [--out PV.npy] [--resized RGB.npy] [--decoded RGB.npy]
 //   pvl_preprocess_dump --config CFG --target-of HxW
 //   pvl_preprocess_dump --config CFG --jobs JOBS.txt
+//   pvl_preprocess_dump --qwen3vl IMAGE_PROCESSOR.json (--target-of HxW | --image PATH [--size HxW]
+//                       [--out PV.npy] [--resized RGB.npy] [--decoded RGB.npy])
 //
 // --out writes pixel_values as float32 [grid_h, grid_w, patch_dim] (so the grid is the shape); --size forces
 // the resize target (H x W) instead of target_size(); --resized writes the resized RGB image and --decoded
@@ -14,6 +17,10 @@
 // --jobs runs one job per line of JOBS.txt, each line the options above separated by tabs (on top of
 // the options given on the command line), and prints "job N: ok[ target HxW]" or "job N: error: MESSAGE" per line, so one
 // process serves a whole test (one wine start for the Windows build). Exit 0 when every job succeeded.
+// --qwen3vl takes the Qwen3-VL processor instead of Penguin-VL's (no --config): the file is model.json's
+// "image_processor" object; --target-of prints qwen3vl_smart_resize()'s "target HxW"; an image job prints
+// "target HxW" (the resize target, or --size) and with --out " grid GHxGW" (in patches), and --out writes
+// pixel_values as float32 [grid_h * grid_w, patch_dim] in HF's merge-block patch order.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -29,12 +36,13 @@
 #include "pvl/files.hpp"
 #include "pvl/image.hpp"
 #include "pvl/image_processor.hpp"
+#include "pvl/qwen3vl_image_processor.hpp"
 #include "pvl/sanitizer_defaults.hpp"
 
 namespace {
 
 struct Options {
-  std::string image, config, size, out, resized, decoded, jobs, target_of;
+  std::string image, config, size, out, resized, decoded, jobs, target_of, qwen3vl;
 };
 
 void parse(const std::vector<std::string>& args, Options* o) {
@@ -50,6 +58,7 @@ void parse(const std::vector<std::string>& args, Options* o) {
     else if (a == "--decoded") o->decoded = v;
     else if (a == "--jobs") o->jobs = v;
     else if (a == "--target-of") o->target_of = v;
+    else if (a == "--qwen3vl") o->qwen3vl = v;
     else throw pvl::Error("unknown option " + a);
   }
 }
@@ -89,20 +98,47 @@ pvl::TargetSize parse_size(const std::string& text) {
   return pvl::TargetSize{h, w};
 }
 
-pvl::ImageProcessorConfig read_config(const std::string& path) {
-  nlohmann::json j;
+nlohmann::json read_json(const std::string& path) {
   try {
-    j = nlohmann::json::parse(pvl::read_file(path));
+    return nlohmann::json::parse(pvl::read_file(path));
   } catch (const nlohmann::json::exception& e) {
     throw pvl::Error(path + ": not valid JSON: " + e.what());
   }
-  return pvl::ImageProcessorConfig::from_json(j);
+}
+
+std::string size_text(int height, int width) { return std::to_string(height) + "x" + std::to_string(width); }
+
+// A --qwen3vl job: the Qwen3-VL processor's target size, or an image's resize and pixel_values.
+std::string run_qwen3vl(const Options& o) {
+  if (!o.config.empty()) throw pvl::Error("--config and --qwen3vl exclude each other");
+  const pvl::Qwen3VlImageConfig cfg = pvl::Qwen3VlImageConfig::from_json(read_json(o.qwen3vl));
+  if (!o.target_of.empty()) {
+    const pvl::TargetSize of = parse_size(o.target_of);
+    const pvl::TargetSize t = pvl::qwen3vl_smart_resize(of.height, of.width, cfg);
+    return "target " + size_text(t.height, t.width);
+  }
+  if (o.image.empty()) throw pvl::Error("--image is required");
+  const pvl::Image img = pvl::load_image(o.image);
+  if (!o.decoded.empty()) write_rgb(o.decoded, img);
+  const pvl::TargetSize size =
+      o.size.empty() ? pvl::qwen3vl_smart_resize(img.height, img.width, cfg) : parse_size(o.size);
+  if (!o.resized.empty()) write_rgb(o.resized, pvl::resize_bicubic(img, size.width, size.height));
+  std::string said = "target " + size_text(size.height, size.width);
+  if (!o.out.empty()) {
+    const pvl::PixelValues pv = pvl::qwen3vl_preprocess_at(img, cfg, size);
+    write_npy(o.out, "<f4",
+              {static_cast<size_t>(pv.grid_h) * static_cast<size_t>(pv.grid_w), static_cast<size_t>(pv.patch_dim)},
+              pv.data.data(), pv.data.size() * sizeof(float));
+    said += " grid " + size_text(pv.grid_h, pv.grid_w);
+  }
+  return said;
 }
 
 // Runs one job; returns what to print after "ok" (the target size for --target-of, else "").
 std::string run(const Options& o) {
+  if (!o.qwen3vl.empty()) return run_qwen3vl(o);
   if (o.config.empty()) throw pvl::Error("--config is required");
-  const pvl::ImageProcessorConfig cfg = read_config(o.config);
+  const pvl::ImageProcessorConfig cfg = pvl::ImageProcessorConfig::from_json(read_json(o.config));
   if (!o.target_of.empty()) {
     const pvl::TargetSize of = parse_size(o.target_of);
     const pvl::TargetSize t = pvl::target_size(of.height, of.width, cfg);
