@@ -1,6 +1,7 @@
 """Bad inputs to penguin_vl_run: each must end with exit code 2 and a last stderr line
 ``penguin_vl_run: error: ...`` (the program's own name) that names the culprit (a file, blob, model.json
-key, flag or value), never a crash or a traceback. Broken model folders are made by copying the converted one and damaging the copy.
+key, flag or value), never a crash or a traceback. Broken model folders are made by copying the converted
+one and damaging the copy.
 """
 
 from __future__ import annotations
