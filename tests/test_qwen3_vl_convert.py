@@ -543,9 +543,9 @@ def test_the_export_refuses_a_config_with_another_number_of_deepstack_taps() -> 
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        (("decoder", "rope", "layout"), "block"),
+        (("decoder", "rope", "layout"), "1d"),  # a layout no runtime builds tables in
         (("decoder", "rope", "mrope_section"), [6, 5]),
-        (("vision", "position_embedding", "align_corners"), False),
+        (("vision", "position_embedding", "align_corners"), "yes"),
         (("vision", "deepstack"), []),
         (("tokens", "image_pad"), None),
         (("family",), "penguin_vl"),

@@ -4,14 +4,13 @@ converted nets through ``examples/qwen3_vl/ncnn_chain.py`` (model.json only) aga
 
 One module-scoped apply of the tiny model passes every stage with the default cases (three prompts x a
 portrait and a landscape image, a prompt with both images, a text-only prompt; 32 tokens).
-Wrong conversions fail it: rule files that include ``rules/qwen3_vl.yaml`` and change one thing (the
-DeepStack features multiplied by zero before the decoder adds them; the merger's exact GELU set to tanh)
-exit 1 at the stages the error reaches; a model.json claiming block-sectioned MRoPE or position-table
-interpolation without aligned corners is refused (exit 2, naming the key) before anything is compared,
-because the family's schema pins both. The position counter and the MRoPE axis rule are the runtime's
-(no rule file holds them), so those two wrong variants are runtimes: the same nets with the shared
-``graphsurgeon.verify.mrope`` counter advancing by w', or with block sections, fail exactly the cases
-they change.
+Wrong conversions fail it: rule files that include ``rules/qwen3_vl.yaml`` and change one thing exit 1 at
+the stages the error reaches: the DeepStack features multiplied by zero before the decoder adds them, the
+merger's exact GELU set to tanh, and (through the vars model.json declares them with) block-sectioned
+MRoPE and the position table resampled without aligned corners. A model.json claiming a layout nothing
+computes is refused (exit 2, naming the key) before anything is compared. The position counter is the
+runtime's (no rule file or model.json key holds it), so that wrong variant is a runtime: the same nets
+with the shared ``graphsurgeon.verify.mrope`` counter advancing by w' fail exactly the portrait cases.
 """
 
 from __future__ import annotations
@@ -136,14 +135,63 @@ def test_a_rule_file_with_a_tanh_gelu_in_the_merger_fails_verify_by_the_logits(
     assert all(s["max_abs"] > 1e-4 * s["scale"] for s in merger)  # the merger did change
 
 
+def _variant_vars(tmp_path: Path, name: str, values: dict[str, str]) -> Path:
+    """Apply a rule file that includes rules/qwen3_vl.yaml and overrides some of its vars."""
+    lines = "".join(f"  {key}: {value}\n" for key, value in values.items())
+    rules = tmp_path / f"{name}.yaml"
+    rules.write_text(f"version: 1\nname: {name}\ninclude: [{json.dumps(str(RULES))}]\nvars:\n{lines}")
+    out = tmp_path / "out"
+    assert main(["apply", str(rules), "--out", str(out)]) == 0
+    return out
+
+
+def test_a_rule_file_declaring_block_sectioned_mrope_fails_verify_on_every_image_case(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 4's first wrong rule file: Qwen2.5-VL's block sections instead of the interleaved layout, which
+    model.json then declares (decoder.rope.layout) and the runtime builds its cos/sin with. Text-only prompts
+    are unaffected (T = H = W there); every prompt with an image fails at its prefill logits."""
+    out = _variant_vars(tmp_path, "qwen3-vl-block-mrope", {"mrope_layout": "block"})
+    assert json.loads((out / "model.json").read_text())["decoder"]["rope"]["layout"] == "block"
+    code, report, _ = _verify(out, capsys)
+    assert code == 1 and report is not None
+    failing = {s["stage"] for s in report["stages"] if not s["passed"]}
+    for t in report["tokens"]:
+        if "text only" in t["case"]:
+            assert t["passed"] and not any(s.startswith(t["case"] + ": ") for s in failing)
+        else:
+            assert f"{t['case']}: prefill logits" in failing, t["case"]
+
+
+def test_a_rule_file_resampling_the_position_table_without_aligned_corners_fails_verify(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 4's fourth wrong rule file: the learned position table resampled with PyTorch's half-pixel
+    convention instead of aligned corners. Every image fails from its first stage that holds the table."""
+    out = _variant_vars(tmp_path, "qwen3-vl-unaligned", {"position_align_corners": "false"})
+    table = json.loads((out / "model.json").read_text())["vision"]["position_embedding"]
+    assert table["align_corners"] is False
+    code, report, _ = _verify(out, capsys)
+    assert code == 1 and report is not None
+    stages = report["stages"]
+    patch = [s for s in stages if s["stage"].endswith(": patch embed")]
+    placed = [s for s in stages if s["stage"].endswith(": patch embed + position embedding")]
+    assert patch and all(s["passed"] for s in patch)  # the patch embedding itself is right
+    assert placed and all(not s["passed"] for s in placed)
+    failing = {s["stage"] for s in stages if not s["passed"]}
+    for t in report["tokens"]:  # every image prompt goes wrong from its prefill; text only does not
+        image_case = "text only" not in t["case"]
+        assert (f"{t['case']}: prefill logits" in failing) == image_case, t["case"]
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        (("decoder", "rope", "layout"), "block"),  # Qwen2.5-style sections instead of interleaved
-        (("vision", "position_embedding", "align_corners"), False),
+        (("decoder", "rope", "layout"), "sideways"),  # a layout no runtime computes
+        (("vision", "position_embedding", "interpolation"), "bicubic"),
     ],
 )
-def test_a_model_json_claiming_another_rope_layout_or_interpolation_is_refused(
+def test_a_model_json_claiming_a_layout_nothing_computes_is_refused(
     converted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], key: tuple[str, ...], value: Any
 ) -> None:
     out = shutil.copytree(converted, tmp_path / "out")
@@ -201,25 +249,3 @@ def test_a_runtime_advancing_the_position_by_the_image_width_fails_verify_on_por
             assert not any(s.startswith(case + ": ") for s in failing) and results[case]["passed"], case
         else:  # both images, the portrait one first
             assert wrong, case
-
-
-def test_a_runtime_with_block_sectioned_mrope_fails_verify_on_every_image_case(
-    converted: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Item 4's first wrong variant as a runtime makes it: model.json says ``interleaved`` (the schema
-    allows nothing else, see above), but the cos/sin are built with Qwen2.5-VL's block sections. Text-only
-    prompts are unaffected (T = H = W there); every prompt with an image fails at its prefill logits."""
-    block = mrope.slot_axes
-
-    def wrong(layout: str, section: Sequence[int], slots: int) -> Any:
-        return block("block" if layout == "interleaved" else layout, section, slots)
-
-    monkeypatch.setattr(mrope, "slot_axes", wrong)
-    code, report, _ = _verify(converted, capsys)
-    assert code == 1 and report is not None
-    failing = {s["stage"] for s in report["stages"] if not s["passed"]}
-    for t in report["tokens"]:
-        if "text only" in t["case"]:
-            assert t["passed"] and not any(s.startswith(t["case"] + ": ") for s in failing)
-        else:
-            assert f"{t['case']}: prefill logits" in failing, t["case"]

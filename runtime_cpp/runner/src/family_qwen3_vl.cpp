@@ -111,7 +111,8 @@ std::unique_ptr<Positions> Qwen3VlFamily::positions(const ModelConfig& cfg, cons
   const DecoderSettings& d = cfg.decoder;
   return std::unique_ptr<Positions>(new MropePositions(static_cast<int>(ids.size()), image_runs(ids, images),
                                                        d.rope_head_dim, d.rope_theta, settings_.mrope_t,
-                                                       settings_.mrope_h, settings_.mrope_w));
+                                                       settings_.mrope_h, settings_.mrope_w,
+                                                       settings_.mrope_block));
 }
 
 }  // namespace pvl

@@ -208,7 +208,9 @@ void read_qwen3_vl_settings(Qwen3VlSettings& s, const JsonDoc& doc, const ModelC
   s.mrope_h = static_cast<int>(sec[1]);
   s.mrope_w = static_cast<int>(sec[2]);
   const std::string layout = doc.str("decoder.rope.layout");
-  if (layout != "interleaved") doc.fail("decoder.rope.layout", "must be \"interleaved\", not \"" + layout + "\"");
+  if (layout != "interleaved" && layout != "block")
+    doc.fail("decoder.rope.layout", "must be \"interleaved\" or \"block\", not \"" + layout + "\"");
+  s.mrope_block = layout == "block";
   if (!cfg.decoder.rope_full_width) doc.fail("decoder.rope.table_width", "must be \"full\"");
 
   s.image_processor = doc.at("image_processor");

@@ -10,7 +10,7 @@
 namespace pvl {
 
 MropePositions::MropePositions(int length, const std::vector<MropeImage>& images, int head_dim, double theta,
-                               int sec_t, int sec_h, int sec_w)
+                               int sec_t, int sec_h, int sec_w, bool block)
     : inv_(rope_inv_freq(head_dim, theta)), head_dim_(head_dim) {
   if (sec_t < 1 || sec_h < 1 || sec_w < 1 || sec_t + sec_h + sec_w != head_dim / 2)
     throw Error("mrope_section [" + std::to_string(sec_t) + ", " + std::to_string(sec_h) + ", " +
@@ -18,8 +18,10 @@ MropePositions::MropePositions(int length, const std::vector<MropeImage>& images
   const int slots = head_dim / 2;
   axis_.assign(static_cast<size_t>(slots), 0);
   for (int i = 0; i < slots; ++i) {
-    if (i % 3 == 1 && i < 3 * sec_h) axis_[static_cast<size_t>(i)] = 1;
-    else if (i % 3 == 2 && i < 3 * sec_w) axis_[static_cast<size_t>(i)] = 2;
+    int& axis = axis_[static_cast<size_t>(i)];
+    if (block) axis = i < sec_t ? 0 : (i < sec_t + sec_h ? 1 : 2);
+    else if (i % 3 == 1 && i < 3 * sec_h) axis = 1;
+    else if (i % 3 == 2 && i < 3 * sec_w) axis = 2;
   }
   t_.reserve(static_cast<size_t>(length));
   int p = 0;

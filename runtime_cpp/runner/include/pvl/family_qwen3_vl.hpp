@@ -18,8 +18,10 @@
 // - fusion: the merger rows over the <|image_pad|> rows in order; DeepStack feature k on the same rows
 //   (zeros elsewhere) as decoder input decoder.deepstack[k] on the prefill;
 // - positions: Qwen3-VL's counter (text (p,p,p), p+1; an image of h' x w' merged tokens: token j at
-//   (p, p + j / w', p + j % w'), then p += max(h', w')), as interleaved MRoPE tables: slot i reads H when
-//   i % 3 == 1 and i < 3*H, W when i % 3 == 2 and i < 3*W, else T (graphsurgeon/verify/mrope.py).
+//   (p, p + j / w', p + j % w'), then p += max(h', w')), as MRoPE tables in decoder.rope.layout:
+//   "interleaved" (Qwen3-VL's): slot i reads H when i % 3 == 1 and i < 3*H, W when i % 3 == 2 and
+//   i < 3*W, else T; "block" (Qwen2.5-VL's): the first T slots T, the next H slots H, the rest W
+//   (graphsurgeon/verify/mrope.py).
 #pragma once
 
 #include <memory>
@@ -63,6 +65,7 @@ struct Qwen3VlSettings {
   Qwen3VlVisionSettings vision;
   nlohmann::json image_processor;  // model.json "image_processor"
   int mrope_t = 0, mrope_h = 0, mrope_w = 0;  // decoder.rope.mrope_section
+  bool mrope_block = false;                   // decoder.rope.layout "block" (else "interleaved")
   int image_pad = -1, video_pad = -1, vision_start = -1, vision_end = -1;
 };
 
@@ -89,7 +92,7 @@ struct MropeImage {
 class MropePositions : public Positions {
  public:
   MropePositions(int length, const std::vector<MropeImage>& images, int head_dim, double theta, int sec_t,
-                 int sec_h, int sec_w);
+                 int sec_h, int sec_w, bool block = false);
   RopeTables tables(int start, int rows) const override;
   int next_position() const { return next_; }
   const std::vector<int>& t() const { return t_; }
@@ -98,7 +101,7 @@ class MropePositions : public Positions {
 
  private:
   std::vector<int> t_, h_, w_;
-  std::vector<int> axis_;  // per slot: 0 T, 1 H, 2 W (interleaved)
+  std::vector<int> axis_;  // per slot: 0 T, 1 H, 2 W
   std::vector<float> inv_;
   int head_dim_;
   int next_ = 0;
