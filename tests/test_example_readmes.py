@@ -9,9 +9,9 @@ corpus beside the checkout. One workspace serves every README (they write to dif
 command the top README repeats from a guide, word for word, runs once. ``gsurg`` runs in this process
 (``graphsurgeon.cli.main``), ``python -m …`` as a child, both with this checkout on the children's path. A
 block preceded by ``<!-- readme-test: skip (REASON) -->`` is not run (the reason is part of the README);
-one preceded by ``<!-- readme-test: needs penguin_vl_run -->`` runs only where the C++ runtime of this
-checkout is built (``runtime_cpp/scripts/build_and_test.sh``, which the test command runs after the Python
-tests), with ``build/linux/runner/penguin_vl_run`` standing for the built program.
+one preceded by ``<!-- readme-test: needs PROGRAM -->`` (``penguin_vl_run``, ``qwen3_vl_run``) runs only
+where the C++ runtime of this checkout is built (``runtime_cpp/scripts/build_and_test.sh``, which the test
+command runs after the Python tests), with ``build/linux/runner/PROGRAM`` standing for the built program.
 
 What a command must give, besides exit code 0: ``verify``, ``lint`` and ``diff-bin`` end in ``PASSED``;
 every ``.param`` an ``apply`` writes loads in the ncnn wheel with its ``.bin`` and lints clean, and
@@ -60,8 +60,13 @@ GUIDE_SECTIONS = (
     "Limits",
 )
 SKIP = re.compile(r"<!-- readme-test: skip \((?P<reason>[^)]+)\) -->")
-NEEDS_RUNNER = "<!-- readme-test: needs penguin_vl_run -->"
-RUNNER_IN_README = "build/linux/runner/penguin_vl_run"
+NEEDS_RUNNER = re.compile(r"<!-- readme-test: needs (?P<program>penguin_vl_run|qwen3_vl_run) -->")
+RUNNER_DIR_IN_README = "build/linux/runner/"  # + the program's name stands for the built program
+#: The guides that run a C++ runtime program, and which.
+RUNNER_GUIDES = {
+    "penguin_vl_run": "examples/penguin_vl/README.md",
+    "qwen3_vl_run": "examples/qwen3_vl/README.md",
+}
 #: What a shell would read as more than one plain command (operators, redirections, expansions).
 SHELL_OPERATORS = set("();<>|&")
 
@@ -75,7 +80,7 @@ class Block:
     section: str
     commands: tuple[str, ...]
     skip_reason: str | None
-    needs_runner: bool
+    needs_runner: str  # the runtime program the block runs ('' for none)
 
 
 def read_blocks(text: str) -> list[Block]:
@@ -108,7 +113,7 @@ def read_blocks(text: str) -> list[Block]:
                 section=section,
                 commands=_commands(body),
                 skip_reason=skip.group("reason") if skip else None,
-                needs_runner=previous == NEEDS_RUNNER,
+                needs_runner=needs.group("program") if (needs := NEEDS_RUNNER.fullmatch(previous)) else "",
             )
         )
         i += 1
@@ -199,7 +204,7 @@ def run_one(argv: list[str], ws: Workspace, runner: Path | None) -> Result:
         return Result(code, out.getvalue(), err.getvalue())
     if argv[:2] == ["python", "-m"]:
         argv = [sys.executable, *argv[1:]]
-    elif argv[0] == RUNNER_IN_README and runner is not None:
+    elif runner is not None and argv[0] == RUNNER_DIR_IN_README + runner.name:
         argv = [str(runner), *argv[1:]]
     else:
         raise AssertionError(f"a README command this test does not know how to run: {shlex.join(argv)}")
@@ -245,7 +250,7 @@ def check_outputs(argv: list[str], result: Result, ws: Workspace, written: list[
             assert "$defs" in json.loads(result.out), where
         elif command == "rope":
             assert "largest |Δangle|" in result.out, (where, result.out)
-    elif argv[0] == RUNNER_IN_README:
+    elif argv[0].startswith(RUNNER_DIR_IN_README):
         assert result.out.strip(), (where, result.err)
     elif argv[2].endswith(".make_tiny"):
         assert (ws.root / argv[3] / "config.json").is_file(), (where, result.err)
@@ -274,15 +279,15 @@ def run_block(block: Block, readme: str, ws: Workspace, runner: Path | None = No
     return list(block.commands)
 
 
-def built_runner() -> Path | None:
-    """This checkout's built penguin_vl_run: where the guide's build step puts it (``build/``), under
+def built_runner(program: str) -> Path | None:
+    """This checkout's built runtime ``program``: where the guide's build step puts it (``build/``), under
     ``$PVL_BUILD_DIR``, or in build_and_test.sh's default tree (the cache, keyed by the checkout's path)."""
     cache = Path(os.environ.get("GSURG_CACHE", Path.home() / ".cache" / "gsurg"))
     key = hashlib.sha256(str(REPO / "runtime_cpp").encode()).hexdigest()[:12]
     roots = [REPO / "build", cache / "runtime-build" / key]
     if os.environ.get("PVL_BUILD_DIR"):
         roots.insert(1, Path(os.environ["PVL_BUILD_DIR"]))
-    found = [r / "linux" / "runner" / "penguin_vl_run" for r in roots]
+    found = [r / "linux" / "runner" / program for r in roots]
     return next((p for p in found if p.is_file() and os.access(p, os.X_OK)), None)
 
 
@@ -336,14 +341,16 @@ def test_every_command_of_the_readme_runs_and_gives_what_it_says(readme: str, re
 
 
 @pytest.mark.slow
-def test_the_penguin_vl_guide_runs_its_conversion_with_the_cpp_runtime(readmes: Readmes) -> None:
-    readme = GUIDES[2]
+@pytest.mark.parametrize("program", sorted(RUNNER_GUIDES))
+def test_each_vlm_guide_runs_its_conversion_with_the_cpp_runtime(program: str, readmes: Readmes) -> None:
+    readme = RUNNER_GUIDES[program]
     runner_blocks = [b for b in blocks_of(readme) if b.needs_runner]
-    assert runner_blocks and all(c.startswith(RUNNER_IN_README) for b in runner_blocks for c in b.commands)
-    runner = built_runner()
+    assert runner_blocks and all(b.needs_runner == program for b in runner_blocks)
+    assert all(c.startswith(RUNNER_DIR_IN_README + program) for b in runner_blocks for c in b.commands)
+    runner = built_runner(program)
     if runner is None:
         pytest.skip(
-            "penguin_vl_run is not built for this checkout (runtime_cpp/scripts/build_and_test.sh builds it; "
+            f"{program} is not built for this checkout (runtime_cpp/scripts/build_and_test.sh builds it; "
             "the test command runs that after the Python tests)"
         )
     stale = newer_sources(runner)
