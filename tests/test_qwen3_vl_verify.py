@@ -52,10 +52,16 @@ def _verify(folder: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict
     return code, (json.loads(out.out) if out.out.strip() else None), out.err
 
 
-def _variant(tmp_path: Path, name: str, graphs: str) -> Path:
-    """Apply a rule file that includes rules/qwen3_vl.yaml and extends its ``graphs``; returns the output."""
+def _variant(tmp_path: Path, name: str, graphs: str = "", values: dict[str, str] | None = None) -> Path:
+    """Apply a rule file that includes rules/qwen3_vl.yaml and extends its ``graphs`` or overrides some of
+    its vars; returns the output."""
+    text = f"version: 1\nname: {name}\ninclude: [{json.dumps(str(RULES))}]\n"
+    if values:
+        text += "vars:\n" + "".join(f"  {key}: {value}\n" for key, value in values.items())
+    if graphs:
+        text += f"graphs:\n{graphs}"
     rules = tmp_path / f"{name}.yaml"
-    rules.write_text(f"version: 1\nname: {name}\ninclude: [{json.dumps(str(RULES))}]\ngraphs:\n{graphs}")
+    rules.write_text(text)
     out = tmp_path / "out"
     assert main(["apply", str(rules), "--out", str(out)]) == 0
     return out
@@ -135,23 +141,13 @@ def test_a_rule_file_with_a_tanh_gelu_in_the_merger_fails_verify_by_the_logits(
     assert all(s["max_abs"] > 1e-4 * s["scale"] for s in merger)  # the merger did change
 
 
-def _variant_vars(tmp_path: Path, name: str, values: dict[str, str]) -> Path:
-    """Apply a rule file that includes rules/qwen3_vl.yaml and overrides some of its vars."""
-    lines = "".join(f"  {key}: {value}\n" for key, value in values.items())
-    rules = tmp_path / f"{name}.yaml"
-    rules.write_text(f"version: 1\nname: {name}\ninclude: [{json.dumps(str(RULES))}]\nvars:\n{lines}")
-    out = tmp_path / "out"
-    assert main(["apply", str(rules), "--out", str(out)]) == 0
-    return out
-
-
 def test_a_rule_file_declaring_block_sectioned_mrope_fails_verify_on_every_image_case(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Item 4's first wrong rule file: Qwen2.5-VL's block sections instead of the interleaved layout, which
     model.json then declares (decoder.rope.layout) and the runtime builds its cos/sin with. Text-only prompts
     are unaffected (T = H = W there); every prompt with an image fails at its prefill logits."""
-    out = _variant_vars(tmp_path, "qwen3-vl-block-mrope", {"mrope_layout": "block"})
+    out = _variant(tmp_path, "qwen3-vl-block-mrope", values={"mrope_layout": "block"})
     assert json.loads((out / "model.json").read_text())["decoder"]["rope"]["layout"] == "block"
     code, report, _ = _verify(out, capsys)
     assert code == 1 and report is not None
@@ -168,7 +164,7 @@ def test_a_rule_file_resampling_the_position_table_without_aligned_corners_fails
 ) -> None:
     """Item 4's fourth wrong rule file: the learned position table resampled with PyTorch's half-pixel
     convention instead of aligned corners. Every image fails from its first stage that holds the table."""
-    out = _variant_vars(tmp_path, "qwen3-vl-unaligned", {"position_align_corners": "false"})
+    out = _variant(tmp_path, "qwen3-vl-unaligned", values={"position_align_corners": "false"})
     table = json.loads((out / "model.json").read_text())["vision"]["position_embedding"]
     assert table["align_corners"] is False
     code, report, _ = _verify(out, capsys)

@@ -35,10 +35,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -51,7 +49,10 @@ from runner_harness import (
     Runner,
     TestImage,
     first_difference,
+    gsurg_apply,
     image_paths,
+    newest_input,
+    run_python,
     write_pixel_values,
 )
 
@@ -72,44 +73,20 @@ CONVERSION_INPUTS = (
 # --- conversion -----------------------------------------------------------------------------------------
 
 
-def _newest_input() -> float:
-    newest = 0.0
-    for rel in CONVERSION_INPUTS:
-        path = REPO / rel
-        files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
-        newest = max([newest, *(p.stat().st_mtime for p in files if "__pycache__" not in p.parts)])
-    return newest
-
-
-def _python(args: Sequence[str], what: str) -> None:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    command = [sys.executable, *args]
-    print("$", shlex.join(command), flush=True)
-    if subprocess.run(command, cwd=REPO, env=env, check=False).returncode != 0:
-        raise CheckFailed(f"{what} failed")
-
-
 def convert(out: Path, *, untied: bool = False) -> None:
     """The tiny checkpoint (embedded, or ``make_tiny --untied`` written beside ``out``) converted into
     ``out``, unless ``out`` is newer than every conversion input."""
     marker = out / "model.json"
-    if marker.is_file() and marker.stat().st_mtime >= _newest_input():
+    if marker.is_file() and marker.stat().st_mtime >= newest_input(CONVERSION_INPUTS):
         print(f"reusing {out} (newer than the rule and checkpoint files)")
         return
-    staging = out.with_name(out.name + ".converting")
-    shutil.rmtree(staging, ignore_errors=True)
     settings: list[str] = []
     if untied:
         checkpoint = out.with_name(out.name + ".checkpoint")
         shutil.rmtree(checkpoint, ignore_errors=True)
-        _python(["-m", "examples.penguin_vl.make_tiny", str(checkpoint), "--untied"], "make_tiny --untied")
+        run_python(["-m", "examples.penguin_vl.make_tiny", str(checkpoint), "--untied"], "make_tiny --untied")
         settings = ["--set", f"checkpoint={checkpoint}"]
-    gsurg = ["-c", "import sys; from graphsurgeon.cli import main; sys.exit(main())"]
-    _python(
-        [*gsurg, "apply", str(REPO / "rules" / "penguin_vl.yaml"), *settings, "--out", str(staging)], "gsurg"
-    )
-    shutil.rmtree(out, ignore_errors=True)
-    staging.rename(out)
+    gsurg_apply(REPO / "rules" / "penguin_vl.yaml", out, CONVERSION_INPUTS, settings)
 
 
 # --- greedy parity --------------------------------------------------------------------------------------

@@ -28,11 +28,8 @@ holds, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
-import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -41,8 +38,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from runner_bad_inputs import BadCase, _remove, _set, check
-from runner_harness import CORPUS_IMAGES, PIXEL_MAGIC, REPO, CheckFailed, Runner, first_difference
+from runner_bad_inputs import BadCase, _remove, _set, run_cases
+from runner_harness import (
+    CORPUS_IMAGES,
+    PIXEL_MAGIC,
+    REPO,
+    CheckFailed,
+    Runner,
+    first_difference,
+    gsurg_apply,
+)
 
 from graphsurgeon.formats.model_json import read_model_json
 
@@ -67,31 +72,9 @@ CONVERSION_INPUTS = (
 # --- conversion -----------------------------------------------------------------------------------------
 
 
-def _newest_input() -> float:
-    newest = 0.0
-    for rel in CONVERSION_INPUTS:
-        path = REPO / rel
-        files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
-        newest = max([newest, *(p.stat().st_mtime for p in files if "__pycache__" not in p.parts)])
-    return newest
-
-
 def convert(out: Path) -> None:
     """The embedded tiny checkpoint converted into ``out``, unless ``out`` is newer than every input."""
-    marker = out / "model.json"
-    if marker.is_file() and marker.stat().st_mtime >= _newest_input():
-        print(f"reusing {out} (newer than the rule and checkpoint files)")
-        return
-    staging = out.with_name(out.name + ".converting")
-    shutil.rmtree(staging, ignore_errors=True)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    gsurg = [sys.executable, "-c", "import sys; from graphsurgeon.cli import main; sys.exit(main())"]
-    command = [*gsurg, "apply", str(RULES), "--out", str(staging), "-q"]
-    print("$", shlex.join(command), flush=True)
-    if subprocess.run(command, cwd=REPO, env=env, check=False).returncode != 0:
-        raise CheckFailed("gsurg apply rules/qwen3_vl.yaml failed")
-    shutil.rmtree(out, ignore_errors=True)
-    staging.rename(out)
+    gsurg_apply(RULES, out, CONVERSION_INPUTS, ["-q"])
 
 
 # --- the HF reference -----------------------------------------------------------------------------------
@@ -348,24 +331,7 @@ def bad_input(runner: Runner) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="q3vl-bad-") as tmp_name:
         tmp = Path(tmp_name)
         _bad_images(tmp)
-        for i, case in enumerate(_bad_cases(doc)):
-            if not runner.tokenizer and "--prompt" in case.args:
-                print(f"skip {case.label}: needs --prompt (no tokenizer in this build)")
-                continue
-            if not runner.preprocess and "--image" in case.args:
-                print(f"skip {case.label}: needs --image (no preprocessing in this build)")
-                continue
-            model = runner.model
-            if case.damage is not None:
-                model = tmp / f"model{i}"
-                shutil.copytree(runner.model, model)
-                case.damage(model)
-            args = [a.replace("{tmp}", str(tmp)) for a in case.args]
-            try:
-                check(runner, case, model, args, tmp)
-            except CheckFailed as err:
-                print(f"FAIL {case.label}: {err}", flush=True)
-                failures.append(case.label)
+        failures += run_cases(runner, _bad_cases(doc), tmp)
     return failures
 
 

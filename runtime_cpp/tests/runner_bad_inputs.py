@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -296,25 +296,45 @@ def bad_inputs(runner: Runner) -> list[str]:
         with open(tmp / "huge.png", "wb") as sparse:  # a hole: no disk blocks, 300 MiB by its size
             sparse.truncate(300 << 20)
         image = sorted(CORPUS_IMAGES.iterdir())[0] if CORPUS_IMAGES.is_dir() else None
-        for i, case in enumerate(cases(runner)):
-            model = runner.model
-            if case.damage is not None:
-                model = tmp / f"model{i}"
-                shutil.copytree(runner.model, model)
-                case.damage(model)
-            if case.label == "no model folder":
-                model = tmp / "absent"
-            args = [a.replace("{tmp}", str(tmp)) for a in case.args]
-            if "{image}" in args:
-                if image is None or not runner.preprocess:
-                    print(f"skip {case.label}: needs a corpus image and --image")
-                    continue
-                args = [str(image) if a == "{image}" else a for a in args]
-            try:
-                check(runner, case, model, args, tmp)
-            except CheckFailed as err:
-                print(f"FAIL {case.label}: {err}", flush=True)
-                failures.append(case.label)
+        failures += run_cases(runner, cases(runner), tmp, image)
+    return failures
+
+
+def run_cases(runner: Runner, bad: Sequence[BadCase], tmp: Path, image: Path | None = None) -> list[str]:
+    """Each case on its own copy of the model folder when it damages one (under ``tmp``); the labels of
+    those that did not hold. ``{tmp}`` in a case's arguments is ``tmp``, ``{image}`` is ``image``; a case
+    needing ``--prompt`` or ``--image`` the build lacks is skipped, saying so."""
+    failures: list[str] = []
+    for i, case in enumerate(bad):
+        needs = [
+            (flag, what)
+            for flag, what, has in (
+                ("--prompt", "tokenizer", runner.tokenizer),
+                ("--image", "preprocessing", runner.preprocess),
+            )
+            if flag in case.args and not has
+        ]
+        if needs:
+            print(f"skip {case.label}: needs {needs[0][0]} (no {needs[0][1]} in this build)")
+            continue
+        model = runner.model
+        if case.damage is not None:
+            model = tmp / f"model{i}"
+            shutil.copytree(runner.model, model)
+            case.damage(model)
+        if case.label == "no model folder":
+            model = tmp / "absent"
+        args = [a.replace("{tmp}", str(tmp)) for a in case.args]
+        if "{image}" in args:
+            if image is None or not runner.preprocess:
+                print(f"skip {case.label}: needs a corpus image and --image")
+                continue
+            args = [str(image) if a == "{image}" else a for a in args]
+        try:
+            check(runner, case, model, args, tmp)
+        except CheckFailed as err:
+            print(f"FAIL {case.label}: {err}", flush=True)
+            failures.append(case.label)
     return failures
 
 

@@ -11,7 +11,9 @@ exactly the budget) and can apply transformers' ``RepetitionPenaltyLogitsProcess
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import struct
 import subprocess
 import sys
@@ -41,6 +43,41 @@ PIXEL_MAGIC = b"PVLPIX01"
 
 class CheckFailed(Exception):
     """A check that did not hold; the message says what differed."""
+
+
+def newest_input(inputs: Sequence[str]) -> float:
+    """The newest modification time of the files (or files below the folders) ``inputs`` name, relative
+    to the repository."""
+    newest = 0.0
+    for rel in inputs:
+        path = REPO / rel
+        files = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+        newest = max([newest, *(p.stat().st_mtime for p in files if "__pycache__" not in p.parts)])
+    return newest
+
+
+def run_python(args: Sequence[str], what: str) -> None:
+    """This interpreter on ``args``, from the repository root with it on the path; CheckFailed on failure."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    command = [sys.executable, *args]
+    print("$", shlex.join(command), flush=True)
+    if subprocess.run(command, cwd=REPO, env=env, check=False).returncode != 0:
+        raise CheckFailed(f"{what} failed")
+
+
+def gsurg_apply(rules: Path, out: Path, inputs: Sequence[str], settings: Sequence[str] = ()) -> None:
+    """``gsurg apply RULES [SETTINGS] --out OUT`` with this checkout's gsurg, into a staging folder renamed
+    to ``out`` when it succeeds; skipped while ``out/model.json`` is newer than every one of ``inputs``."""
+    marker = out / "model.json"
+    if marker.is_file() and marker.stat().st_mtime >= newest_input(inputs):
+        print(f"reusing {out} (newer than the rule and checkpoint files)")
+        return
+    staging = out.with_name(out.name + ".converting")
+    shutil.rmtree(staging, ignore_errors=True)
+    gsurg = ["-c", "import sys; from graphsurgeon.cli import main; sys.exit(main())"]
+    run_python([*gsurg, "apply", str(rules), *settings, "--out", str(staging)], f"gsurg apply {rules.name}")
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
 
 
 def write_pixel_values(image: ProcessedImage, out: Path) -> None:

@@ -11,6 +11,7 @@
 #include "pvl/family.hpp"
 #include "pvl/family_registry.hpp"
 #include "pvl/generate.hpp"
+#include "pvl/optional_parts.hpp"
 #include "pvl/pixel_file.hpp"
 
 #if PVL_HAVE_TOKENIZER
@@ -41,8 +42,7 @@ std::vector<PatchInput> load_images(const CliArgs& args, const Family& family) {
   return out;
 #else
   (void)family;
-  throw Error(std::string("this ") + program_name() + " was built without runtime_cpp/preprocess: --image is "
-              "unavailable (use --pixel-values)");
+  part_missing("preprocess", "--image", "--pixel-values");
 #endif
 }
 
@@ -78,8 +78,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
 #if PVL_HAVE_TOKENIZER
     ids = runtime.family().prompt_ids(tok, args.prompt, images);
 #else
-    throw Error(std::string("this ") + program_name() + " was built without runtime_cpp/tokenizer: --prompt "
-                "is unavailable (use --ids)");
+    part_missing("tokenizer", "--prompt", "--ids");
 #endif
   }
 

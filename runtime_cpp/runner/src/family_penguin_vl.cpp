@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "pvl/error.hpp"
+#include "pvl/optional_parts.hpp"
 
 #if PVL_HAVE_PREPROCESS
 #include "pvl/image.hpp"
@@ -22,18 +23,9 @@ void PenguinVlFamily::load_vision(const ModelConfig& cfg, int threads) {
 ImagePreprocessor PenguinVlFamily::image_preprocessor() const {
 #if PVL_HAVE_PREPROCESS
   const ImageProcessorConfig proc = ImageProcessorConfig::from_json(settings_.image_processor);
-  return [proc](const Image& image) {
-    PixelValues pv = preprocess(image, proc);
-    PatchInput in;
-    in.grid_h = pv.grid_h;
-    in.grid_w = pv.grid_w;
-    in.patch_dim = pv.patch_dim;
-    in.data = std::move(pv.data);
-    return in;
-  };
+  return patch_preprocessor([proc](const Image& image) { return preprocess(image, proc); });
 #else
-  throw Error(std::string("this ") + program_name() + " was built without runtime_cpp/preprocess: --image is "
-              "unavailable (use --pixel-values)");
+  part_missing("preprocess", "--image", "--pixel-values");
 #endif
 }
 

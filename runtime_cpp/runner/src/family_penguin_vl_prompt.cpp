@@ -1,5 +1,6 @@
 // Penguin-VL's chat template and prompt ids (see family_penguin_vl.hpp).
 #include "pvl/error.hpp"
+#include "pvl/optional_parts.hpp"
 #include "pvl/family_penguin_vl.hpp"
 
 #if PVL_HAVE_TOKENIZER
@@ -54,8 +55,7 @@ std::vector<int> PenguinVlFamily::prompt_ids(const Tokenizer& tok, const std::st
   (void)tok;
   (void)user_text;
   (void)images;
-  throw Error(std::string("this ") + program_name() + " was built without runtime_cpp/tokenizer: --prompt is "
-              "unavailable (use --ids)");
+  part_missing("tokenizer", "--prompt", "--ids");
 #endif
 }
 

@@ -1,5 +1,6 @@
 // Qwen3-VL's chat template and prompt ids (see family_qwen3_vl.hpp).
 #include "pvl/error.hpp"
+#include "pvl/optional_parts.hpp"
 #include "pvl/family_qwen3_vl.hpp"
 
 #if PVL_HAVE_TOKENIZER
@@ -65,8 +66,7 @@ std::vector<int> Qwen3VlFamily::prompt_ids(const Tokenizer& tok, const std::stri
   (void)tok;
   (void)user_text;
   (void)images;
-  throw Error(std::string("this ") + program_name() + " was built without runtime_cpp/tokenizer: --prompt is "
-              "unavailable (use --ids)");
+  part_missing("tokenizer", "--prompt", "--ids");
 #endif
 }
 

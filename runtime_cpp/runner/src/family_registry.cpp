@@ -2,6 +2,10 @@
 #include "pvl/family_registry.hpp"
 
 #include <algorithm>
+#include <string>
+
+#include "pvl/error.hpp"
+#include "pvl/optional_parts.hpp"
 
 namespace pvl {
 
@@ -28,6 +32,11 @@ const FamilyEntry* find_family(const std::string& name) {
 }
 
 void set_program_name(const char* name) { g_program_name = name; }
+
+void part_missing(const char* part, const char* flag, const char* instead) {
+  throw Error(std::string("this ") + g_program_name + " was built without runtime_cpp/" + part + ": " + flag +
+              " is unavailable (use " + instead + ")");
+}
 const char* program_name() { return g_program_name; }
 
 }  // namespace pvl
