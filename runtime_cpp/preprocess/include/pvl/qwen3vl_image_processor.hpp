@@ -1,6 +1,6 @@
-// The Qwen3-VL image processor: from an RGB image to the vision tower's pixel_values, exactly as HF
+// The Qwen3-VL image processor: from a decoded image to the vision tower's pixel_values, exactly as HF
 // transformers 5.24's Qwen2VLImageProcessorPil (models/qwen2_vl/image_processing_pil_qwen2_vl.py) computes
-// them from the same RGB pixels.
+// them from the same file opened with Pillow (transparency included).
 //
 // Contract:
 //   - Qwen3VlImageConfig::from_json() reads model.json's "image_processor" object (written by
