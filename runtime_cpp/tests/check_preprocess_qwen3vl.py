@@ -10,14 +10,21 @@
 - smart_resize for thousands of (height, width, budget) triples against HF's smart_resize, with exact and
   near ties of round() and sizes whose floor/ceil operand lands within 1e-9 of an integer;
 - refusals by the C++ side, each with a message naming its cause: aspect ratio above 200 (HF refuses those
-  too), an image smaller than one patch (HF would upscale it; the runtime refuses it), bad config keys.
+  too), an image smaller than one patch (HF would upscale it; the runtime refuses it), bad config keys;
+- transparency: images with an alpha band or a tRNS chunk (preprocess_images.py's and transparent_images()'
+  here: alpha gradients, fully transparent, LA, 16-bit grey+alpha, palettes with tRNS bytes, a single
+  transparent index, a tRNS Pillow's regex reads as one index, entries past a short PLTE, grey/RGB/16-bit
+  colour keys that match, a 1-bit key, a 4-bit key Pillow compares unscaled) go through HF as opened, so HF
+  composites them onto white (image_transforms.convert_to_rgb: convert("RGBA"), alpha_composite over white,
+  convert("RGB")) and the C++ side must too; every image's decoded alpha plane is compared with Pillow's
+  convert("RGBA") alpha (none exactly when HF would not composite) and its white compositing with HF's
+  convert_to_rgb, small ones included; one RGB + tRNS image goes through do_convert_rgb false (no
+  compositing on either side).
 
 The processor config handed to the C++ side is model.json's "image_processor" object with the keys
-examples/qwen3_vl/model.json.j2 writes. HF composites a transparent image onto white, pvl_preprocess drops
-alpha as Pillow's convert("RGB") does: such images are compared with HF fed convert("RGB") pixels, and the
-summary counts them. Everything must be bit-exact (np.array_equal) and the grids identical; a difference
-prints the case and the exit status is 1. All jobs go to one pvl_preprocess_dump process (``--jobs``), plus
-one run of the plain command line. Usage:
+examples/qwen3_vl/model.json.j2 writes. Everything must be bit-exact (np.array_equal) and the grids
+identical; a difference prints the case and the exit status is 1. All jobs go to one pvl_preprocess_dump
+process (``--jobs``), plus one run of the plain command line. Usage:
     check_preprocess_qwen3vl.py --dump BUILD/preprocess/pvl_preprocess_dump [--wrapper wine]
 """
 
@@ -28,6 +35,7 @@ import json
 import math
 import re
 import shlex
+import struct
 import subprocess
 import sys
 import tempfile
@@ -39,9 +47,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from check_preprocess import Check, Jobs, equals, refused, same
+from check_preprocess import Check, Jobs, equals, expect_ok, refused, same
 from PIL import Image
-from preprocess_images import _smooth, good_images
+from preprocess_images import _smooth, good_images, write_png
 from transformers.image_processing_backends import PilBackend
 from transformers.image_transforms import convert_to_rgb
 from transformers.image_utils import SizeDict
@@ -106,15 +114,16 @@ def hf_rgb(im: Image.Image) -> np.ndarray:
     return out
 
 
-def hf_input(path: Path) -> tuple[Image.Image, bool]:
-    """The image HF is fed, and whether it is Pillow's convert("RGB") instead of the file as opened (when
-    HF's white compositing of transparency would change the pixels pvl_preprocess decodes)."""
+def hf_input(path: Path) -> Image.Image:
+    """The image HF is fed: the file as Pillow opens it (its mode, alpha band and info["transparency"])."""
     im = Image.open(path)
     im.load()
-    plain = np.asarray(im.convert("RGB"))
-    if np.array_equal(hf_rgb(im), plain):
-        return im, False
-    return Image.fromarray(plain), True  # pixels only: convert() keeps a tRNS colour HF would composite
+    return im
+
+
+def hf_composites(im: Image.Image) -> bool:
+    """Whether HF's convert_to_rgb composites this image onto white (its own test, image_transforms.py)."""
+    return "A" in im.getbands() or im.info.get("transparency") is not None
 
 
 class Case:
@@ -173,9 +182,9 @@ def write_config(folder: Path, name: str, obj: object) -> Path:
 def add_image_jobs(
     jobs: Jobs, case: Case, path: Path, configs: dict[str, tuple[Path, Budget]], names: list[str]
 ) -> bool:
-    """pixel_values and grid of one image under the named budgets; returns whether HF was fed Pillow's
-    convert("RGB") (a transparent image)."""
-    im, plain = hf_input(path)
+    """pixel_values and grid of one image under the named budgets; returns whether HF composites it (an
+    image with transparency)."""
+    im = hf_input(path)
     patch = int(case.raw["patch_size"])
     for name in names:
         cfg_path, budget = configs[name]
@@ -185,12 +194,12 @@ def add_image_jobs(
             ["--qwen3vl", jobs.arg(cfg_path), "--image", jobs.arg(path), "--out", jobs.arg(out)],
             pixel_check(out, partial(case.auto, im, budget), patch),
         )
-    return plain
+    return hf_composites(im)
 
 
 def add_forced_jobs(jobs: Jobs, case: Case, path: Path, cfg_path: Path) -> None:
     """pixel_values at forced sizes (multiples of the factor, one extreme), and a size that is not one."""
-    im, _ = hf_input(path)
+    im = hf_input(path)
     patch, factor = int(case.raw["patch_size"]), int(case.raw["patch_size"]) * int(case.raw["merge_size"])
     h, w = im.height, im.width
     near = (max(1, round(h / factor)) * factor, max(1, round(w / factor)) * factor)
@@ -345,6 +354,108 @@ def extra_images(folder: Path) -> tuple[list[Path], list[Path]]:
     return made, [folder / "aspect_3500x17.png"]
 
 
+def transparent_images(folder: Path) -> list[Path]:
+    """Images with transparency beside preprocess_images.py's, each at least a patch on a side: the alpha
+    values, tRNS forms and Pillow quirks HF's compositing onto white meets (the file names say which)."""
+    rng = np.random.default_rng(7)
+    made: list[Path] = []
+
+    def save(name: str, im: Image.Image, **params: Any) -> None:
+        im.save(folder / name, **params)
+        made.append(folder / name)
+
+    def hand(name: str, samples: np.ndarray, bit_depth: int, color_type: int, **kw: Any) -> None:
+        made.append(write_png(folder / name, samples, bit_depth, color_type, **kw))
+
+    h, w = 48, 80
+    rgb = _smooth(rng, h, w)
+    y, x = np.mgrid[0:h, 0:w]
+    alpha = (x * 255 // (w - 1) + y * 255 // (h - 1)) // 2  # a diagonal gradient from 0 to 255
+    alpha[h // 2 :] = rng.integers(0, 256, (h - h // 2, w))  # and every alpha over varied colours
+    a8 = alpha.astype(np.uint8)
+    save("t_rgba_gradient.png", Image.fromarray(np.dstack([rgb, a8])))
+    save("t_rgba_clear.png", Image.fromarray(np.dstack([rgb, np.zeros_like(a8)])))  # fully transparent
+    save("t_la_gradient.png", Image.fromarray(np.dstack([rng.integers(0, 256, (h, w), np.uint8), a8[::-1]])))
+    a16 = alpha * 256 + rng.integers(0, 256, (h, w))  # the high byte is the alpha Pillow keeps
+    hand("t_la16_hand.png", np.dstack([rng.integers(0, 65536, (h, w)), a16]), 16, 4)
+    rgba16 = np.dstack([rng.integers(0, 65536, (h, w, 3)), a16])
+    hand("t_rgba16_adam7_hand.png", rgba16, 16, 6, interlace=True)
+    short = bytes(rng.integers(0, 256, 15, dtype=np.uint8))  # 5 PLTE entries, indices up to 7
+    past = rng.integers(0, 8, (h, w, 1))
+    hand("t_palette_short_trns_hand.png", past, 8, 3, palette=short, trns=b"\0\x80\xc8")
+    pal8 = bytes(rng.integers(0, 256, 24, dtype=np.uint8))
+    indices = rng.integers(0, 8, (h, w, 1))
+    # Pillow's _simple_palette regex takes b"\xff\0\xff\n" for one transparent index ($ before a final \n)
+    hand("t_palette_trns_newline_hand.png", indices, 8, 3, palette=pal8, trns=b"\xff\0\xff\n")
+    hand("t_palette_trns_two_zeros_hand.png", indices, 8, 3, palette=pal8, trns=b"\0\xff\0")
+    bits = rng.integers(0, 2, (h, w, 1))
+    hand("t_bilevel_trns0_hand.png", bits, 1, 0, trns=b"\0\0")  # black is transparent
+    hand("t_bilevel_trns1_hand.png", bits, 1, 0, trns=b"\0\1")  # Pillow's key 255: white is
+    hand("t_grey_trns_hit_hand.png", rng.integers(0, 8, (h, w, 1)) * 32, 8, 0, trns=b"\0\x40")
+    # a 4-bit key of 17 (out of range): Pillow compares it with the x17 expansion, so value 1 is transparent
+    hand("t_grey4_trns17_hand.png", rng.integers(0, 4, (h, w, 1)), 4, 0, trns=b"\0\x11")
+    # a 16-bit key 0x0120: Pillow masks it to 0x20 and compares with min(v, 255)
+    g16 = rng.choice(np.array([0x20, 0x120, 0x1FF, 7, 300]), (h, w, 1))
+    hand("t_grey16_trns_hand.png", g16, 16, 0, trns=b"\x01\x20")
+    keyed = rgb.copy()
+    keyed[5:20, 10:40] = (12, 200, 77)
+    save("t_rgb_trns_hit.png", Image.fromarray(keyed), transparency=(12, 200, 77))
+    rgb16 = rng.integers(0, 65536, (h, w, 3))
+    rgb16[4:16, 4:30] = (0x34AB, 0x7801, 0xBCFF)  # high bytes = the key's low bytes: transparent
+    rgb16[20:30, 4:30] = (0x1234, 0x5678, 0x9ABC)  # the key itself: opaque (its high bytes are compared)
+    hand("t_rgb16_trns_hand.png", rgb16, 16, 2, trns=struct.pack(">HHH", 0x1234, 0x5678, 0x9ABC))
+    return made
+
+
+def add_alpha_jobs(jobs: Jobs, path: Path) -> None:
+    """The decoded alpha plane against Pillow's convert("RGBA") alpha (none exactly when HF would not
+    composite), the decoded RGB against its RGB bands, composite_on_white() against HF's convert_to_rgb."""
+    alpha, decoded, composited = (jobs.out(f"q3_{name}") for name in ("alpha", "decoded", "composited"))
+
+    def compare() -> str | None:
+        im = hf_input(path)
+        if hf_composites(im):
+            rgba = np.asarray(im.convert("RGBA"))
+            want_alpha, want_rgb = rgba[..., 3], rgba[..., :3]
+        else:
+            want_alpha, want_rgb = np.zeros(0, np.uint8), np.asarray(im.convert("RGB"))
+        problems = [
+            same("alpha", alpha, want_alpha),
+            same("decoded RGB", decoded, want_rgb),
+            same("composited onto white", composited, hf_rgb(im)),
+        ]
+        for f in (alpha, decoded, composited):
+            f.unlink(missing_ok=True)
+        return "; ".join(p for p in problems if p) or None
+
+    jobs.add(
+        f"{path.name}: alpha plane and white compositing",
+        [
+            *("--image", jobs.arg(path), "--alpha", jobs.arg(alpha)),
+            *("--decoded", jobs.arg(decoded), "--composited", jobs.arg(composited)),
+        ],
+        expect_ok(compare),
+    )
+
+
+def add_no_convert_jobs(jobs: Jobs, raw: dict[str, Any], budget: Budget, keyed: Path, rgba: Path) -> None:
+    """do_convert_rgb false: an RGB image with a tRNS colour is used as it is on both sides (HF takes
+    np.array() of it), an RGBA one is refused by the C++ side."""
+    plain = {**raw, "do_convert_rgb": False}
+    cfg_path = write_config(jobs.folder, "no_convert", processor_json(plain, budget))
+    out = jobs.out("q3_no_convert")
+    jobs.add(
+        f"{keyed.name}: pixel_values with do_convert_rgb false",
+        ["--qwen3vl", jobs.arg(cfg_path), "--image", jobs.arg(keyed), "--out", jobs.arg(out)],
+        pixel_check(out, partial(Case(plain).auto, hf_input(keyed), budget), int(raw["patch_size"])),
+    )
+    jobs.add(
+        f"{rgba.name}: refused with do_convert_rgb false",
+        ["--qwen3vl", jobs.arg(cfg_path), "--image", jobs.arg(rgba), "--out", jobs.arg(jobs.out("q3_nc"))],
+        refused("error: an image in mode RGBA needs do_convert_rgb"),
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dump", required=True, help="the pvl_preprocess_dump program")
@@ -380,7 +491,11 @@ def main() -> int:
         tiny_path = configs["tiny"][0]
         synthetic, too_wide = extra_images(folder)
         small, transparent = [], 0
-        for path in good_images(folder):
+        with_alpha = transparent_images(folder)
+        decoded_only = [*good_images(folder), *with_alpha]
+        for path in [*corpus, *decoded_only]:
+            add_alpha_jobs(jobs, path)
+        for path in decoded_only:
             with Image.open(path) as im:
                 if min(im.size) < patch:
                     small.append(path)
@@ -394,6 +509,8 @@ def main() -> int:
             names = every if big else [n for n in every if n != "up"]
             transparent += add_image_jobs(jobs, case, path, configs, names)
         add_forced_jobs(jobs, case, synthetic[0], tiny_path)
+        add_forced_jobs(jobs, case, with_alpha[0], tiny_path)
+        add_no_convert_jobs(jobs, raw, tiny_budget, folder / "t_rgb_trns_hit.png", with_alpha[0])
         causes = [add_refused_image(jobs, p, tiny_path, patch, factor, tiny_budget) for p in small + too_wide]
         odd_budget = (3136, 1003520)  # Qwen2-VL's patch 14 (factor 28) and its default budget
         odd_path = write_config(folder, "odd", processor_json({**raw, "patch_size": 14}, odd_budget))
@@ -439,7 +556,7 @@ def main() -> int:
         ]
         one = subprocess.run([*wrapper, args.dump, *plain_args], capture_output=True, text=True)
         said = "ok " + one.stdout.strip() if one.returncode == 0 else f"exit {one.returncode}: {one.stderr}"
-        first, _ = hf_input(corpus[0])
+        first = hf_input(corpus[0])
         problem = pixel_check(single, partial(case.auto, first, tiny_budget), patch)(said.strip())
         if problem:
             failures.append(f"single-job command line: {problem}")
@@ -451,7 +568,8 @@ def main() -> int:
         f"qwen3vl preprocess parity: {len(corpus)} corpus + {len(synthetic)} synthetic images under "
         f"{len(configs)} budgets, {n_sizes} smart_resize sizes, {causes.count('small')} images below a patch "
         f"and {causes.count('aspect')} above the aspect limit refused, {n_bad} bad configs, {transparent} "
-        f"transparent images compared after convert('RGB'), {elapsed:.1f} s"
+        f"transparent images composited onto white, {len(decoded_only) + len(corpus)} alpha planes, "
+        f"{elapsed:.1f} s"
     )
     print(f"{total - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0

@@ -11,12 +11,23 @@
 // A tRNS chunk never changes the pixels (Pillow keeps it in info["transparency"] only); gamma, sBIT and ICC
 // chunks are ignored as Pillow ignores them. Interlaced files are de-interlaced by libpng.
 //
+// Image::alpha is Pillow's convert("RGBA") alpha, filled when HF's convert_to_rgb would composite:
+//   RGBA and grey+alpha: the alpha sample (high byte at 16 bits, as the ";16B" unpackers);
+//   palette + tRNS: putpalettealphas() of the tRNS bytes (entries past them opaque), or putpalettealpha(i, 0)
+//     when PngImagePlugin's _simple_palette regex b"^\xff*\x00\xff*$" matches (its $ also matches before a
+//     final b"\n", so a trailing 0x0a alpha is then ignored);
+//   grey/RGB + tRNS: Pillow's convert_transparent, rgbT2a: alpha 0 where the converted pixel equals the key
+//     masked with 0xff (the key is the raw tRNS sample, not scaled to the 2/4-bit expansion; "1" takes 255
+//     for any non-zero key), 255 elsewhere.
+// The tRNS values are read before libpng's transforms run (png_read_update_info drops them on expansion).
+//
 // libpng reports errors by longjmp: the setjmp frame (read_png) holds no object with a destructor, and
 // everything it fills lives in the caller's PngData, so the C++ error is thrown only after libpng is gone.
 #include <png.h>
 
 #include <algorithm>
 #include <csetjmp>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -44,6 +55,9 @@ struct PngData {
   std::vector<uint8_t> pixels;    // rows after the transforms chosen in read_png
   std::vector<png_bytep> rows;    // pointers into pixels
   uint8_t palette[256 * 3] = {0};  // Pillow's palette: unset entries stay black
+  bool has_trns = false;           // a tRNS chunk libpng accepted
+  std::vector<uint8_t> trns_alpha;  // palette: one alpha per leading entry
+  png_color_16 trns_key{};          // grey / RGB: the transparent colour, raw samples
 };
 
 void on_error(png_structp png, png_const_charp message) {
@@ -86,6 +100,17 @@ bool read_png(PngSource* src, PngData* out) {
   if (static_cast<uint64_t>(out->width) * out->height > kMaxPixels) {
     png_error(png, "the image has too many pixels (over Pillow's decompression-bomb limit)");
   }
+  png_bytep trans_alpha = nullptr;
+  int num_trans = 0;
+  png_color_16p trans_color = nullptr;
+  if (png_get_tRNS(png, info, &trans_alpha, &num_trans, &trans_color) != 0) {
+    out->has_trns = true;
+    if (out->color_type == PNG_COLOR_TYPE_PALETTE && trans_alpha != nullptr) {
+      out->trns_alpha.assign(trans_alpha, trans_alpha + num_trans);
+    } else if (trans_color != nullptr) {
+      out->trns_key = *trans_color;
+    }
+  }
   switch (out->color_type) {
     case PNG_COLOR_TYPE_GRAY:
       if (out->bit_depth < 8) png_set_expand_gray_1_2_4_to_8(png);  // 0..255 as Pillow's "1"/"L;2"/"L;4"
@@ -122,7 +147,70 @@ bool read_png(PngSource* src, PngData* out) {
   return true;
 }
 
-// Pillow's convert("RGB") of the mode the file opened in (see the file comment).
+// Whether PngImagePlugin's _simple_palette, b"^\xff*\x00\xff*$", matches a palette tRNS: one 0, every other
+// byte 0xff, except that re's $ also matches before a final b"\n".
+bool simple_palette(const std::vector<uint8_t>& t) {
+  const auto strict = [&t](size_t n) {
+    size_t zeros = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (t[i] == 0) ++zeros;
+      else if (t[i] != 0xff) return false;
+    }
+    return zeros == 1;
+  };
+  return strict(t.size()) || (!t.empty() && t.back() == 0x0a && strict(t.size() - 1));
+}
+
+// The alpha of each palette entry after Pillow's convert("RGBA") of a "P" image with a tRNS chunk.
+void palette_alphas(const PngData& d, uint8_t alphas[256]) {
+  std::fill(alphas, alphas + 256, uint8_t{255});
+  const std::vector<uint8_t>& t = d.trns_alpha;
+  if (simple_palette(t)) {
+    alphas[std::find(t.begin(), t.end(), uint8_t{0}) - t.begin()] = 0;  // info["transparency"] = index
+  } else {
+    std::copy(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(t.size(), 256)), alphas);
+  }
+}
+
+// Pillow's convert("RGBA") alpha (see the file comment), for an image whose rgb is already filled.
+void fill_alpha(const PngData& d, Image* img) {
+  const size_t count = static_cast<size_t>(d.width) * d.height;
+  const int channels = d.color_type == PNG_COLOR_TYPE_GRAY_ALPHA  ? 2
+                       : d.color_type == PNG_COLOR_TYPE_RGB_ALPHA ? 4
+                                                                  : 0;  // the alpha sample is the last
+  if (channels == 0 && !d.has_trns) return;  // no "A" band, no info["transparency"]: HF does not composite
+  img->alpha.assign(count, 255);
+  uint8_t* a = img->alpha.data();
+  if (channels != 0) {
+    for (png_uint_32 y = 0; y < d.height; ++y) {
+      const uint8_t* row = d.rows[y];
+      for (png_uint_32 x = 0; x < d.width; ++x) *a++ = row[channels * x + channels - 1];
+    }
+  } else if (d.color_type == PNG_COLOR_TYPE_PALETTE) {
+    uint8_t alphas[256];
+    palette_alphas(d, alphas);
+    for (png_uint_32 y = 0; y < d.height; ++y) {
+      const uint8_t* row = d.rows[y];
+      for (png_uint_32 x = 0; x < d.width; ++x) *a++ = alphas[row[x]];
+    }
+  } else {
+    uint8_t key[3];
+    if (d.color_type == PNG_COLOR_TYPE_RGB) {
+      key[0] = static_cast<uint8_t>(d.trns_key.red & 0xff);
+      key[1] = static_cast<uint8_t>(d.trns_key.green & 0xff);
+      key[2] = static_cast<uint8_t>(d.trns_key.blue & 0xff);
+    } else {
+      const unsigned grey = d.bit_depth == 1 ? (d.trns_key.gray != 0 ? 255u : 0u) : d.trns_key.gray;
+      key[0] = key[1] = key[2] = static_cast<uint8_t>(grey & 0xff);
+    }
+    const uint8_t* px = img->rgb.data();
+    for (size_t i = 0; i < count; ++i, px += 3) {
+      if (px[0] == key[0] && px[1] == key[1] && px[2] == key[2]) a[i] = 0;
+    }
+  }
+}
+
+// Pillow's convert("RGB") of the mode the file opened in (see the file comment), and the alpha HF uses.
 Image to_rgb(const PngData& d) {
   Image img;
   img.width = static_cast<int>(d.width);
@@ -166,6 +254,7 @@ Image to_rgb(const PngData& d) {
       }
     }
   }
+  fill_alpha(d, &img);
   return img;
 }
 

@@ -187,7 +187,15 @@ PixelValues qwen3vl_preprocess_at(const Image& image, const Qwen3VlImageConfig& 
     throw Error("the resize target " + std::to_string(size.height) + "x" + std::to_string(size.width) +
                 " is not a positive multiple of patch_size * merge_size " + std::to_string(f));
   }
-  const Image resized = resize_bicubic(image, size.width, size.height);
+  // HF's convert_to_rgb (do_convert_rgb) composites a transparent image onto white before resizing; without
+  // do_convert_rgb HF takes np.array() of the RGB image as it is, its tRNS unused.
+  Image flattened;
+  const Image* source = &image;
+  if (cfg.do_convert_rgb && !image.alpha.empty()) {
+    flattened = composite_on_white(image);
+    source = &flattened;
+  }
+  const Image resized = resize_bicubic(*source, size.width, size.height);
   // float32(u8 * rescale_factor) computed in float64, then (x - mean) / std in float32: 256 values a channel.
   float lut[3][256];
   for (int c = 0; c < 3; ++c) {

@@ -9,6 +9,7 @@
 //   pvl_preprocess_dump --config CFG --jobs JOBS.txt
 //   pvl_preprocess_dump --qwen3vl IMAGE_PROCESSOR.json (--target-of HxW | --image PATH [--size HxW]
 //                       [--out PV.npy] [--resized RGB.npy] [--decoded RGB.npy])
+//   pvl_preprocess_dump --image PATH [--decoded RGB.npy] [--alpha A.npy] [--composited RGB.npy]
 //
 // --out writes pixel_values as float32 [grid_h, grid_w, patch_dim] (so the grid is the shape); --size forces
 // the resize target (H x W) instead of target_size(); --resized writes the resized RGB image and --decoded
@@ -21,6 +22,9 @@
 // "image_processor" object; --target-of prints qwen3vl_smart_resize()'s "target HxW"; an image job prints
 // "target HxW" (the resize target, or --size) and with --out " grid GHxGW" (in patches), and --out writes
 // pixel_values as float32 [grid_h * grid_w, patch_dim] in HF's merge-block patch order.
+// With neither --config nor --qwen3vl an image is only decoded: --alpha writes Image::alpha as uint8 [H, W]
+// (shape [0] when the image has none), --composited composite_on_white() as uint8 [H, W, 3] (both are
+// accepted in the other image jobs too).
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -42,7 +46,7 @@
 namespace {
 
 struct Options {
-  std::string image, config, size, out, resized, decoded, jobs, target_of, qwen3vl;
+  std::string image, config, size, out, resized, decoded, alpha, composited, jobs, target_of, qwen3vl;
 };
 
 void parse(const std::vector<std::string>& args, Options* o) {
@@ -56,6 +60,8 @@ void parse(const std::vector<std::string>& args, Options* o) {
     else if (a == "--out") o->out = v;
     else if (a == "--resized") o->resized = v;
     else if (a == "--decoded") o->decoded = v;
+    else if (a == "--alpha") o->alpha = v;
+    else if (a == "--composited") o->composited = v;
     else if (a == "--jobs") o->jobs = v;
     else if (a == "--target-of") o->target_of = v;
     else if (a == "--qwen3vl") o->qwen3vl = v;
@@ -88,6 +94,19 @@ void write_rgb(const std::string& path, const pvl::Image& img) {
             img.rgb.data(), img.rgb.size());
 }
 
+// The decoded image and, when asked, its --decoded, --alpha and --composited dumps.
+pvl::Image load(const Options& o) {
+  pvl::Image img = pvl::load_image(o.image);
+  if (!o.decoded.empty()) write_rgb(o.decoded, img);
+  if (!o.alpha.empty()) {
+    std::vector<size_t> shape{static_cast<size_t>(img.height), static_cast<size_t>(img.width)};
+    if (img.alpha.empty()) shape = {0};
+    write_npy(o.alpha, "|u1", shape, img.alpha.data(), img.alpha.size());
+  }
+  if (!o.composited.empty()) write_rgb(o.composited, pvl::composite_on_white(img));
+  return img;
+}
+
 pvl::TargetSize parse_size(const std::string& text) {
   int h = 0, w = 0;
   char x = 0, extra = 0;
@@ -118,8 +137,7 @@ std::string run_qwen3vl(const Options& o) {
     return "target " + size_text(t.height, t.width);
   }
   if (o.image.empty()) throw pvl::Error("--image is required");
-  const pvl::Image img = pvl::load_image(o.image);
-  if (!o.decoded.empty()) write_rgb(o.decoded, img);
+  const pvl::Image img = load(o);
   const pvl::TargetSize size =
       o.size.empty() ? pvl::qwen3vl_smart_resize(img.height, img.width, cfg) : parse_size(o.size);
   if (!o.resized.empty()) write_rgb(o.resized, pvl::resize_bicubic(img, size.width, size.height));
@@ -137,6 +155,11 @@ std::string run_qwen3vl(const Options& o) {
 // Runs one job; returns what to print after "ok" (the target size for --target-of, else "").
 std::string run(const Options& o) {
   if (!o.qwen3vl.empty()) return run_qwen3vl(o);
+  if (o.config.empty() && !o.image.empty() && o.target_of.empty() && o.size.empty() && o.out.empty() &&
+      o.resized.empty()) {
+    load(o);  // decode only
+    return "";
+  }
   if (o.config.empty()) throw pvl::Error("--config is required");
   const pvl::ImageProcessorConfig cfg = pvl::ImageProcessorConfig::from_json(read_json(o.config));
   if (!o.target_of.empty()) {
@@ -145,8 +168,7 @@ std::string run(const Options& o) {
     return "target " + std::to_string(t.height) + "x" + std::to_string(t.width);
   }
   if (o.image.empty()) throw pvl::Error("--image is required");
-  const pvl::Image img = pvl::load_image(o.image);
-  if (!o.decoded.empty()) write_rgb(o.decoded, img);
+  const pvl::Image img = load(o);
   const pvl::TargetSize size = o.size.empty() ? pvl::target_size(img.height, img.width, cfg) : parse_size(o.size);
   if (!o.resized.empty()) write_rgb(o.resized, pvl::resize_bicubic(img, size.width, size.height));
   if (!o.out.empty()) {

@@ -1,6 +1,6 @@
-// The Qwen3-VL image processor: from an RGB image to the vision tower's pixel_values, exactly as HF
+// The Qwen3-VL image processor: from a decoded image to the vision tower's pixel_values, exactly as HF
 // transformers 5.24's Qwen2VLImageProcessorPil (models/qwen2_vl/image_processing_pil_qwen2_vl.py) computes
-// them from the same RGB pixels.
+// them from the same file opened with Pillow (transparency included).
 //
 // Contract:
 //   - Qwen3VlImageConfig::from_json() reads model.json's "image_processor" object (written by
@@ -20,8 +20,14 @@
 //     is in patches), patches in merge-block order (block row bh, block column bw, then mh, mw within the
 //     merge x merge block: patch row bh*merge+mh, column bw*merge+mw), each patch 3 * T * P * P values
 //     ordered (channel, t, ky, kx) with the one frame repeated for t = 0..T-1 (T = temporal_patch_size).
-//   - Transparency is not composited: the pixels are those of load_image() (alpha dropped, as Pillow's
-//     convert("RGB")). HF 5.24 composites a transparent image onto white before this processor runs.
+//   - With do_convert_rgb (Qwen3-VL's default) an image with transparency (a non-empty Image::alpha, see
+//     pvl/image.hpp: an alpha band or a tRNS chunk) is first composited onto opaque white by
+//     composite_on_white(), as HF 5.24's PilBackend.process_image does through image_transforms.
+//     convert_to_rgb: image.convert("RGBA"), Image.alpha_composite(white, that), convert("RGB"), all in
+//     Pillow's integer arithmetic, before the resize. An image without transparency is used as decoded.
+//     Without do_convert_rgb only an "RGB" image is accepted and its alpha (a tRNS colour) is ignored, as HF
+//     then takes np.array(image). Penguin-VL's preprocess() never composites (its reference is
+//     convert("RGB")).
 #pragma once
 
 #include <array>
