@@ -11,23 +11,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "processor_common.hpp"
 #include "pvl/error.hpp"
 
 namespace pvl {
 
 namespace {
 
+using processor::bad;
+using processor::find;
+using processor::get_bool;
+using processor::round_half_even;
+
 const char* const kWhere = "image_processor";
-
-[[noreturn]] void bad(const std::string& key, const std::string& what, const nlohmann::json* value) {
-  std::string shown = value == nullptr ? "missing" : value->dump();
-  throw Error(std::string(kWhere) + ": " + key + " must be " + what + ", not " + shown);
-}
-
-const nlohmann::json* find(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
 
 int get_int(const nlohmann::json& j, const char* key, int minimum, const int* fallback = nullptr) {
   const nlohmann::json* v = find(j, key);
@@ -47,13 +43,6 @@ double get_positive(const nlohmann::json& j, const char* key) {
   return v->get<double>();
 }
 
-bool get_bool(const nlohmann::json& j, const char* key, bool fallback) {
-  const nlohmann::json* v = find(j, key);
-  if (v == nullptr) return fallback;
-  if (!v->is_boolean()) bad(key, "true or false", v);
-  return v->get<bool>();
-}
-
 std::array<double, 3> get_triple(const nlohmann::json& j, const char* key) {
   const nlohmann::json* v = find(j, key);
   if (v == nullptr || !v->is_array() || v->size() != 3) bad(key, "three numbers", v);
@@ -63,15 +52,6 @@ std::array<double, 3> get_triple(const nlohmann::json& j, const char* key) {
     out[i] = (*v)[i].get<double>();
   }
   return out;
-}
-
-// Python's round() for a float: the nearest integer, ties to even (exact, independent of the FP mode).
-double round_half_even(double x) {
-  const double lo = std::floor(x);
-  const double diff = x - lo;  // exact for |x| < 2^52
-  if (diff < 0.5) return lo;
-  if (diff > 0.5) return lo + 1.0;
-  return std::fmod(lo, 2.0) == 0.0 ? lo : lo + 1.0;
 }
 
 }  // namespace
@@ -159,16 +139,8 @@ PixelValues preprocess_at(const Image& image, const ImageProcessorConfig& cfg, T
   }
   const Image resized = resize_bicubic(image, size.width, size.height);
   // float32(u8 * rescale_factor) computed in float64, then (x - mean) / std in float32: 256 values a channel.
-  float lut[3][256];
-  for (int c = 0; c < 3; ++c) {
-    const float mean = static_cast<float>(cfg.image_mean[c]);
-    const float std_dev = static_cast<float>(cfg.image_std[c]);
-    for (int v = 0; v < 256; ++v) {
-      const float scaled = static_cast<float>(static_cast<double>(v) * cfg.rescale_factor);
-      const float centred = scaled - mean;
-      lut[c][v] = centred / std_dev;
-    }
-  }
+  const processor::NormaliseTable lut =
+      processor::normalise_table(cfg.rescale_factor, cfg.image_mean, cfg.image_std);
   PixelValues out;
   out.grid_h = size.height / p;
   out.grid_w = size.width / p;

@@ -67,7 +67,8 @@ std::vector<float> KVSession::step(const std::vector<float>& hidden, int rows, c
     net.input(ex, d.sin, mat_2d(rope.sin.data(), rope.rows, rope.width));
     for (size_t i = 0; i < extra.size(); ++i) {
       if (extra[i]) {
-        net.input(ex, decoder_.extra_inputs()[i], mat_2d(extra[i]->data.data(), extra[i]->rows, extra[i]->cols));
+        const NetInput& in = *extra[i];
+        net.input(ex, decoder_.extra_inputs()[i], mat_2d(in.data.data(), in.rows, in.cols));
       } else {
         if (zeros.size() != hidden.size()) zeros.assign(hidden.size(), 0.0f);
         net.input(ex, decoder_.extra_inputs()[i], mat_2d(zeros.data(), rows, cfg.hidden_size));

@@ -88,8 +88,8 @@ std::vector<NetInput> Qwen3VlFamily::fuse_images(const ModelConfig& cfg, const s
     const Qwen3VlFeatures f = tower_->encode(images[n]);
     const size_t count = static_cast<size_t>(runs[n].rows) * runs[n].cols;
     if (f.merged.size() != count * h || f.deepstack.size() != deepstack.size())
-      throw Error("image " + std::to_string(n) + ": the vision nets gave " + std::to_string(f.merged.size() / h) +
-                  " rows for " + std::to_string(count) + " <|image_pad|> tokens");
+      throw Error("image " + std::to_string(n) + ": the vision nets gave " +
+                  std::to_string(f.merged.size() / h) + " rows for " + std::to_string(count) + " <|image_pad|> tokens");
     const size_t first = static_cast<size_t>(runs[n].first);
     std::memcpy(&embeds[first * h], f.merged.data(), count * h * sizeof(float));
     for (size_t k = 0; k < deepstack.size(); ++k)

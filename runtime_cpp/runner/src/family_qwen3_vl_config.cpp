@@ -25,7 +25,8 @@ const char* const kNetNames[] = {"patch_embed", "pos_embed", "vision", "merger"}
 std::unique_ptr<Family> make_qwen3_vl() { return std::unique_ptr<Family>(new Qwen3VlFamily()); }
 
 // vision.deepstack[k].<field>: a string or integer of one tap entry.
-const nlohmann::json& tap_field(const JsonDoc& doc, const nlohmann::json& entry, size_t k, const char* field) {
+const nlohmann::json& tap_field(const JsonDoc& doc, const nlohmann::json& entry, size_t k,
+                                const char* field) {
   const std::string key = "vision.deepstack[" + std::to_string(k) + "]." + field;
   if (!entry.is_object()) doc.fail("vision.deepstack[" + std::to_string(k) + "]", "must be an object");
   auto it = entry.find(field);
@@ -36,7 +37,8 @@ const nlohmann::json& tap_field(const JsonDoc& doc, const nlohmann::json& entry,
 std::string tap_string(const JsonDoc& doc, const nlohmann::json& entry, size_t k, const char* field) {
   const nlohmann::json& v = tap_field(doc, entry, k, field);
   if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>().find('\0') != std::string::npos)
-    doc.fail("vision.deepstack[" + std::to_string(k) + "]." + field, "must be a non-empty string, not " + v.dump());
+    doc.fail("vision.deepstack[" + std::to_string(k) + "]." + field,
+             "must be a non-empty string, not " + v.dump());
   return v.get<std::string>();
 }
 
@@ -62,7 +64,8 @@ void require_blob(const JsonDoc& doc, const std::string& key, const std::string&
                   bool input) {
   const std::vector<std::string>& blobs = input ? net.inputs : net.outputs;
   if (std::find(blobs.begin(), blobs.end(), blob) == blobs.end())
-    doc.fail(key, "names blob \"" + blob + "\", not an " + (input ? "input" : "output") + " of nets." + net.name);
+    doc.fail(key, "names blob \"" + blob + "\", not an " + (input ? "input" : "output") + " of nets." +
+                      net.name);
 }
 
 // A net named by model.json, with its two interface blobs (key: the entry naming them, for errors).
@@ -88,22 +91,25 @@ void read_vision(Qwen3VlVisionSettings& v, const JsonDoc& doc, const ModelConfig
   v.patch_dim = positive_int(doc, "vision.patch_dim");
   if (static_cast<int64_t>(v.patch_dim) !=
       static_cast<int64_t>(v.in_channels) * v.temporal_patch_size * v.patch_size * v.patch_size)
-    doc.fail("vision.patch_dim", "is " + std::to_string(v.patch_dim) + ", not in_channels * temporal_patch_size "
-             "* patch_size^2 = " + std::to_string(v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size));
+    doc.fail("vision.patch_dim",
+             "is " + std::to_string(v.patch_dim) + ", not in_channels * temporal_patch_size * patch_size^2 = " +
+                 std::to_string(v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size));
   v.hidden = positive_int(doc, "vision.hidden");
   v.heads = positive_int(doc, "vision.heads");
   v.head_dim = positive_int(doc, "vision.head_dim");
   v.depth = positive_int(doc, "vision.depth");
   v.merged_width = positive_int(doc, "vision.merged_width");
   if (static_cast<int64_t>(v.merged_width) != static_cast<int64_t>(v.hidden) * v.merge_size * v.merge_size)
-    doc.fail("vision.merged_width", "is " + std::to_string(v.merged_width) + ", not hidden * merge_size^2 = " +
+    doc.fail("vision.merged_width", "is " + std::to_string(v.merged_width) +
+             ", not hidden * merge_size^2 = " +
              std::to_string(static_cast<int64_t>(v.hidden) * v.merge_size * v.merge_size));
   v.out_hidden = positive_int(doc, "vision.out_hidden");
   if (v.out_hidden != cfg.hidden_size)
     doc.fail("vision.out_hidden", "is " + std::to_string(v.out_hidden) + ", but hidden_size is " +
              std::to_string(cfg.hidden_size));
   const std::string order = doc.str("vision.patch_order");
-  if (order != "merge-block") doc.fail("vision.patch_order", "must be \"merge-block\", not \"" + order + "\"");
+  if (order != "merge-block")
+    doc.fail("vision.patch_order", "must be \"merge-block\", not \"" + order + "\"");
   v.patch_embed = net_io(doc, cfg, "vision.patch_embed", doc.str("vision.patch_embed.net"),
                          doc.str("vision.patch_embed.input"), doc.str("vision.patch_embed.output"));
   v.merger = net_io(doc, cfg, "vision.merger", doc.str("vision.merger.net"), doc.str("vision.merger.input"),
@@ -124,7 +130,8 @@ void read_vision(Qwen3VlVisionSettings& v, const JsonDoc& doc, const ModelConfig
 
   v.rope_theta = positive_number(doc, "vision.rope.theta");
   v.rope_head_dim = positive_int(doc, "vision.rope.head_dim");
-  if (v.rope_head_dim % 4 != 0) doc.fail("vision.rope.head_dim", "must be a multiple of 4 (a quarter per axis)");
+  if (v.rope_head_dim % 4 != 0)
+    doc.fail("vision.rope.head_dim", "must be a multiple of 4 (a quarter per axis)");
   const std::string layout = doc.str("vision.rope.layout");
   if (layout != "row-col-quarters")
     doc.fail("vision.rope.layout", "must be \"row-col-quarters\", not \"" + layout + "\"");
@@ -132,8 +139,9 @@ void read_vision(Qwen3VlVisionSettings& v, const JsonDoc& doc, const ModelConfig
     doc.fail("vision.rope.table_width", "must be \"full\"");
 
   const std::string pe = "vision.position_embedding";
-  v.pos_embed = net_io(doc, cfg, pe, doc.str("vision.position_embedding.net"),
-                       doc.str("vision.position_embedding.input"), doc.str("vision.position_embedding.output"));
+  v.pos_embed =
+      net_io(doc, cfg, pe, doc.str("vision.position_embedding.net"), doc.str("vision.position_embedding.input"),
+             doc.str("vision.position_embedding.output"));
   const std::vector<int64_t> shape = doc.integers("vision.position_embedding.shape");
   v.grid_side = positive_int(doc, "vision.position_embedding.grid_side");
   const int64_t rows = static_cast<int64_t>(v.grid_side) * v.grid_side;
@@ -189,7 +197,8 @@ void read_qwen3_vl_settings(Qwen3VlSettings& s, const JsonDoc& doc, const ModelC
   read_vision(s.vision, doc, cfg);
   const std::vector<std::string> inputs = doc.strings("decoder.deepstack");
   if (inputs.size() != s.vision.taps.size())
-    doc.fail("decoder.deepstack", "names " + std::to_string(inputs.size()) + " inputs, but vision.deepstack has " +
+    doc.fail("decoder.deepstack", "names " + std::to_string(inputs.size()) +
+             " inputs, but vision.deepstack has " +
              std::to_string(s.vision.taps.size()) + " taps");
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (inputs[k] != s.vision.taps[k].decoder_input)

@@ -67,7 +67,8 @@ RopeTables MropePositions::tables(int start, int rows) const {
       pos[0] = pos[1] = pos[2] = next_ + (k - length);
     }
     for (int i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(pos[axis_[static_cast<size_t>(i)]]) * inv_[static_cast<size_t>(i)];
+      const size_t slot = static_cast<size_t>(i);
+      const float angle = static_cast<float>(pos[axis_[slot]]) * inv_[slot];
       put_angle(out, r, i, angle);
       put_angle(out, r, half + i, angle);
     }

@@ -46,11 +46,12 @@ std::vector<int> Qwen3VlFamily::prompt_ids(const Tokenizer& tok, const std::stri
   for (size_t i = 0; i < 4; ++i) {
     text[i] = tok.decode({specials[i].id});
     if (text[i].empty() || tok.token_id(text[i]) != specials[i].id)
-      throw Error("the tokenizer has no token for the id " + std::to_string(specials[i].id) + " of model.json " +
-                  specials[i].key);
+      throw Error("the tokenizer has no token for the id " + std::to_string(specials[i].id) +
+                  " of model.json " + specials[i].key);
     if (user_text.find(text[i]) != std::string::npos)
       throw Error("the prompt text contains the special token \"" + text[i] + "\" (model.json " +
-                  specials[i].key + "); images are given with --image" + (i == 1 ? ", and videos are not supported" : ""));
+                  specials[i].key + "); images are given with --image" +
+                  (i == 1 ? ", and videos are not supported" : ""));
   }
   const int merge = settings_.vision.merge_size;
   std::vector<int> image_tokens;

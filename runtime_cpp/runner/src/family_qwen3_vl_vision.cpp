@@ -97,8 +97,8 @@ void position_taps(int gh, int gw, int side, int merge, bool align_corners, std:
 
 namespace {
 
-void check_qwen3_vl_vision_nets(const ModelConfig& cfg, const Qwen3VlVisionSettings& v, const LoadedNet& patch,
-                                const LoadedNet& pos, const LoadedNet& encoder, const LoadedNet& merger,
+void check_qwen3_vl_vision_nets(const ModelConfig& cfg, const Qwen3VlVisionSettings& v,
+                                const LoadedNet& patch, const LoadedNet& pos, const LoadedNet& encoder, const LoadedNet& merger,
                                 const std::vector<std::unique_ptr<LoadedNet>>& deepstack) {
   check_fed(patch, {v.patch_embed.input});
   check_fed(pos, {v.pos_embed.input});
@@ -111,8 +111,8 @@ void check_qwen3_vl_vision_nets(const ModelConfig& cfg, const Qwen3VlVisionSetti
   check_chain(patch, v.patch_embed.output, encoder, v.enc_hidden);
   check_claim(cfg, "vision.hidden", v.hidden, "", pos, pos.graph().output_width(v.pos_embed.output),
               "makes rows of %");
-  check_claim(cfg, "vision.merged_width", v.merged_width, "", merger, merger.graph().input_width(v.merger.input),
-              "takes rows of %");
+  check_claim(cfg, "vision.merged_width", v.merged_width, "", merger,
+              merger.graph().input_width(v.merger.input), "takes rows of %");
   check_claim(cfg, "hidden_size", cfg.hidden_size, "", merger, merger.graph().output_width(v.merger.output),
               "makes rows of %");
   for (const std::string* table : {&v.enc_cos, &v.enc_sin})
@@ -152,8 +152,8 @@ Qwen3VlFeatures Qwen3VlVisionTower::encode(const PatchInput& in) const {
                 std::to_string(in.grid_h) + "x" + std::to_string(in.grid_w) + " grid of " +
                 std::to_string(in.patch_dim) + "-value patches");
   if (in.patch_dim != v.patch_dim)
-    throw Error("image patches have " + std::to_string(in.patch_dim) + " values each; model.json vision.patch_dim is " +
-                std::to_string(v.patch_dim));
+    throw Error("image patches have " + std::to_string(in.patch_dim) +
+                " values each; model.json vision.patch_dim is " + std::to_string(v.patch_dim));
   if (in.grid_h % v.merge_size != 0 || in.grid_w % v.merge_size != 0)
     throw Error("a " + std::to_string(in.grid_h) + "x" + std::to_string(in.grid_w) +
                 " patch grid does not split into the " + std::to_string(v.merge_size) + "x" +

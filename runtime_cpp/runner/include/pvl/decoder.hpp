@@ -4,9 +4,9 @@
 //   [T, past+T] (0 / model.json mask_value), the RoPE cos/sin tables the family's position counter made
 //   for the step's T tokens ([T, D] or [T, D/2]: 1-D for Penguin-VL, MRoPE for Qwen3-VL), the family's
 //   extra inputs (each of Family::decoder_inputs: the step's NetInput, or zeros [T, hidden_size] when the
-//   step has none, e.g. DeepStack features on prefill only), and the past caches: an empty Mat for every cache on
-//   the first step (past length 0), afterwards exactly the Mats the previous step returned, extracted with type 1 (ncnn's opaque,
-//   panel-packed cache layout, appended in place). Every step's extractor uses the session's own
+//   step has none, e.g. DeepStack features on prefill only), and the past caches: an empty Mat for every
+//   cache on the first step (past length 0), afterwards exactly the Mats the previous step returned,
+//   extracted with type 1 (ncnn's opaque, panel-packed cache layout, appended in place). Every step's extractor uses the session's own
 //   kv-cache allocator (an UnlockedPoolAllocator the cache Mats never outlive) and the max-seqlen hint,
 //   so the cache is allocated once for prompt + budget. step returns the last position's hidden row;
 // - lm_head logits for one hidden row (the last position only).

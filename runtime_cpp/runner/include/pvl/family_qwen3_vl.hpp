@@ -152,7 +152,8 @@ class Qwen3VlFamily : public Family {
   const Qwen3VlSettings& settings() const { return settings_; }
   // The image runs of ids (each image's grid_h*grid_w/merge^2 consecutive <|image_pad|>); pvl::Error
   // when the ids hold a <|video_pad|>, more or fewer runs than images, or a run of the wrong length.
-  std::vector<MropeImage> image_runs(const std::vector<int>& ids, const std::vector<PatchInput>& images) const;
+  std::vector<MropeImage> image_runs(const std::vector<int>& ids,
+                                     const std::vector<PatchInput>& images) const;
 
  private:
   Qwen3VlSettings settings_;
