@@ -7,8 +7,8 @@ template, whose ids lie inside the real 151936-row vocabulary), then in one run:
 * ``gsurg apply rules/qwen3_vl.yaml --set checkpoint=DIR`` in its own process, the memory of its whole
   process tree (private, and with mapped file pages) sampled from /proc every 0.2 s
   (``bench_penguin_vl.RssSampler``) and split at its progress lines into four stages: tracing (the export
-  worker loads HF's model and traces every net), pnnx (the worker's pnnx runs), rules (the graphs' rules)
-  and writing;
+  worker loads HF's model and traces every net), pnnx (the worker's pnnx runs; also split per net), rules
+  (the graphs' rules) and writing;
 * a plain copy + fsync of the bytes apply wrote (the I/O floor of the writing stage), same run;
 * ``gsurg verify`` on one non-square corpus image (720×520, resized by the processor to 704×512: a 32×44
   patch grid, 352 image tokens) and one prompt, plus verify's own text-only case (peak RSS: the HF
@@ -229,6 +229,9 @@ def main() -> int:
         for name, nxt in zip(names, [*names[1:], "end"], strict=True):
             a, b = marks[name], marks[nxt]
             print(f"| {name} | {b - a:.0f} s, {rss.gb(a, b)} |")
+        pnnx = [(t, line.split(":")[1].split()[-1]) for t, line in lines if ": pnnx" in line]
+        for (a, name), b in zip(pnnx, [t for t, _ in pnnx[1:]] + [marks["rules"]], strict=True):
+            print(f"| pnnx of {name} | {b - a:.0f} s, {rss.gb(a, b)} |")
         print(f"| whole apply, peak memory | {rss.gb()} |")
         print(f"| bytes written | {out_bytes / 1e9:.2f} GB ({len(written)} files) |")
         write_time = marks["end"] - marks["writing"]
