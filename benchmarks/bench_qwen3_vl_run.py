@@ -240,6 +240,15 @@ def main() -> int:
         cpp.append(measure_runner(runner, model, image, args.gen, args.threads))
         print(f"round {k + 1}/{args.repeat}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     report(median_side(hf), median_side(cpp), args.threads, args.repeat)
+    print("\neach run (the machine is shared: the spread says how noisy the medians are)")
+    for k, (a, b) in enumerate(zip(hf, cpp, strict=True)):
+        for side in (a, b):
+            s = side.stages
+            print(
+                f"  run {k + 1} {side.name}: load {s['load']:.2f} s, vision {s['vision']:.2f} s, prefill "
+                f"{s['prefill']:.2f} s, decode {side.decode_rate:.2f} tok/s, wall {side.wall:.1f} s, "
+                f"peak RSS {side.peak_rss / 1e9:.2f} GB"
+            )
     return 0
 
 
