@@ -85,7 +85,7 @@ void write_npy(const std::string& path, const char* descr, const std::vector<siz
                                 static_cast<unsigned char>(header.size() >> 8)};
   bool ok = std::fwrite(magic, 1, 8, f.get()) == 8 && std::fwrite(len, 1, 2, f.get()) == 2 &&
             std::fwrite(header.data(), 1, header.size(), f.get()) == header.size() &&
-            std::fwrite(data, 1, bytes, f.get()) == bytes;
+            (bytes == 0 || std::fwrite(data, 1, bytes, f.get()) == bytes);  // no data: never fwrite(nullptr)
   if (!ok || std::fflush(f.get()) != 0) throw pvl::Error(path + ": write failed");
 }
 
