@@ -2,7 +2,8 @@
 
 ``python check_tokenizer.py --tool BUILD/tokenizer/pvl_tokenize [--wrapper "wine"] [--tiny tokenizer.json]``
 
-For four tokenizer files - the shipped tiny one (``examples/penguin_vl/tiny/tokenizer.json``), a larger
+For five tokenizer files - the shipped tiny ones (``examples/penguin_vl/tiny/tokenizer.json`` and the one
+transformers 5's ``save_pretrained`` wrote for ``examples/qwen3_vl/tiny``, with the vision tokens), a larger
 one trained here on multilingual text (``tokenizer_corpus.train_tokenizer``), the same with its merges
 rewritten in the legacy ``"a b"`` form, and the same with 20 000 random merges added - it checks, on
 >= 200 strings (``tokenizer_corpus.test_strings``):
@@ -53,6 +54,7 @@ from tokenizer_templates import bad_template_cases, check_templates
 
 HERE = Path(__file__).resolve().parent
 TINY = HERE.parent.parent / "examples" / "penguin_vl" / "tiny" / "tokenizer.json"
+QWEN3_VL_TINY = HERE.parent.parent / "examples" / "qwen3_vl" / "tiny" / "tokenizer.json"
 
 
 def b64(data: bytes) -> str:
@@ -342,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         report = Report(args.show)
         start = time.perf_counter()
         modern, legacy, synthetic = trained_files(work)
-        files = [("tiny", args.tiny), ("trained", modern), ("trained-legacy-merges", legacy)]
+        files = [("tiny", args.tiny), ("qwen3-vl-tiny", QWEN3_VL_TINY), ("trained", modern)]
+        files.append(("trained-legacy-merges", legacy))
         for name, path in [*files, ("trained-random-merges", synthetic)]:
             check_tokenizer(args, name, path, report)
         check_templates(
