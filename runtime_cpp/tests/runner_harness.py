@@ -127,6 +127,12 @@ class Runner:
     def run(self, args: Sequence[str], *, model: Path | None = None, timeout: float = 300) -> RunResult:
         command = [*self.wrapper, self.program, "--model", str(model or self.model), *args]
         proc = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
+        if self.wrapper and proc.returncode == 1 and not proc.stdout and not proc.stderr:
+            # wine now and then fails to start a process (exit 1, not a byte written; seen once in ~200
+            # runs of one ctest); the program never exits 1 without an error line, so that is the wrapper's
+            # failure: run once more, and say so
+            print(f"note: {shlex.join(command)} exited 1 with no output under the wrapper; running it again")
+            proc = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
         return RunResult(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"), command)
 
 
