@@ -51,11 +51,11 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: the repo's examples/ is not an installed package
     sys.path.insert(0, str(REPO))
 
-from bench_penguin_vl_run import _STAGE_LINE, Side, _ratio, median_side, run_child, warm_page_cache  # noqa: E402
+from bench_penguin_vl_run import PROMPT, Side, _ratio, median_side, run_child, warm_page_cache  # noqa: E402
+from bench_penguin_vl_run import measure_runner as measure_penguin_runner  # noqa: E402
 from bench_qwen3_vl import CHECKPOINT_NAME  # noqa: E402
 
 SOURCE_IMAGE = REPO.parent / "shared" / "corpus" / "images" / "photo_20180413_3.jpg"
-PROMPT = "Describe the picture in detail."
 SIDE = 448  # pixels; 28 patches of 16, 14 merged tokens per side: 196 image tokens
 GRID = SIDE // 16
 DEFAULT_RUNNER = Path.home() / ".cache/gsurg/runtime-build/0e87d353e4a7/linux/runner/qwen3_vl_run"
@@ -124,13 +124,9 @@ def measure_torch(checkpoint: Path, image: Path, gen: int, threads: int) -> Side
 
 
 def measure_runner(runner: Path, model: Path, image: Path, gen: int, threads: int) -> Side:
-    argv = [str(runner), "--model", str(model), "--image", str(image), "--prompt", PROMPT, "--gen", str(gen)]
-    argv += ["--threads", str(threads), "--ignore-eos", "--print-ids", "--verbose"]
-    warm_page_cache(model)
-    wall, rss, stdout, stderr = run_child(argv)
-    stages = {m.group(1): float(m.group(2)) for m in _STAGE_LINE.finditer(stderr)}
-    ids = json.loads(stdout.strip().splitlines()[-1])
-    return Side("qwen3_vl_run fp32", wall, rss, stages, ids["prompt_tokens"], ids["tokens"])
+    """``qwen3_vl_run`` measured as ``bench_penguin_vl_run`` measures its runner (the same flags and
+    ``--verbose`` stage lines; the program is one main under two names)."""
+    return measure_penguin_runner(runner, model, image, gen, threads, "qwen3_vl_run fp32")
 
 
 # --- inputs ------------------------------------------------------------------------------------------------
