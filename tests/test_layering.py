@@ -20,6 +20,7 @@ RANK = {
     "ir": 2,
     "formats": 3,
     "layout": 3,
+    "quant": 3,  # ncnn's block-quantization formats and gsurg's quantizer: numpy only
     "transforms": 3,
     "synth": 4,
     "check": 4,

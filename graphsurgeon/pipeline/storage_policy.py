@@ -8,6 +8,12 @@ name the slot) in order — the last wins. A weight already stored that way keep
 stored otherwise is re-encoded (fp16 overflow is an error naming the layer, weight and offset when the .bin
 is written). Int8, scaled and quantization-table weights are not float data to convert: the default leaves
 them alone, and a rule that selects one explicitly is an error.
+
+A quantized target (``int8``, ``int6``, ``int4``) block-quantizes the weight when the layer's catalog entry
+allows it for its params now (``weight_quantize``: Gemm's constant ``B`` with ``transB=1``), per the
+policy's ``block`` and ``method`` (``pipeline.quantize_weights``); every other weight it selects is stored
+as the policy's ``unquantized`` float storage. Calibration's and the rules' choices come first, as above: a
+layer calibration keeps fp32 is not quantized.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.weights import Storage, Weight
+from graphsurgeon.pipeline.quantize_weights import QUANT_BITS, quantizable, quantize_layer_weight
 from graphsurgeon.rewrite.sections import StoragePolicy
 from graphsurgeon.rewrite.select import find
 
@@ -43,12 +50,21 @@ def apply_storage_policy(
             weight = layer.weights.get(aw.name)
             if aw.load_type != 0 or weight is None or (id(layer), aw.name) in pinned:
                 continue
-            target, explicit = Storage(policy.default), False
+            name, explicit = policy.default, False
             for ids, rule in selected:
                 if id(layer) in ids and (rule.slots is None or aw.name in rule.slots):
-                    target, explicit = Storage(rule.storage), True
+                    name, explicit = rule.storage, True
             if id(layer) in keep_fp32:
-                target, explicit = Storage.FP32, False  # int8 and tables are left alone, as by default
+                name, explicit = "fp32", False  # int8 and tables are left alone, as by default
+            if name in QUANT_BITS:
+                wq = quantizable(layer, aw.name) if weight.storage in _CONVERTIBLE else None
+                if wq is not None:
+                    changes.append(
+                        quantize_layer_weight(layer, wq, name, block=policy.block, method=policy.method)
+                    )
+                    continue  # the slots after it (a bias) are read as before
+                name = policy.unquantized
+            target = Storage(name)
             if weight.storage is target:
                 continue
             if weight.storage not in _CONVERTIBLE:

@@ -10,4 +10,8 @@ from __future__ import annotations
 from typing import Literal
 
 StorageName = Literal["fp32", "fp16", "bf16"]
+#: What a storage policy may ask of a weight: a float storage, or ncnn's weight-only block quantization at
+#: 8, 6 or 4 bits (for the layers the catalog's ``weight_quantize`` allows; the others fall back to the
+#: policy's ``unquantized`` float storage).
+PolicyStorageName = Literal["fp32", "fp16", "bf16", "int8", "int6", "int4"]
 ParamValue = int | float | str | list[int] | list[float]

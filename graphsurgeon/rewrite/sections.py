@@ -6,12 +6,12 @@ files rendered beside the models, and the output folder. Paths are relative to t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
 from graphsurgeon.formats.outpaths import check_output_name
-from graphsurgeon.rewrite.rule_values import StorageName
+from graphsurgeon.rewrite.rule_values import PolicyStorageName, StorageName
 from graphsurgeon.rewrite.select import Selector
 from graphsurgeon.rewrite.strict import StrictModel
 
@@ -87,7 +87,7 @@ class StorageRule(StrictModel):
 
     match: Selector
     slots: list[str] | None = None
-    storage: StorageName
+    storage: PolicyStorageName
 
 
 #: fp16's largest finite value: a larger magnitude becomes inf in fp16 storage or arithmetic.
@@ -125,9 +125,22 @@ class StoragePolicy(StrictModel):
     matching one wins), then ``calibrate``: the layers it finds above the limit keep fp32. A weight a rule
     action gave an explicit ``storage`` keeps it (it is pinned)."""
 
-    default: StorageName = "fp32"
+    default: PolicyStorageName = "fp32"
     rules: list[StorageRule] = Field(default_factory=list)
     calibrate: Calibrate | None = None
+    block: Literal[32, 64, 128] = Field(
+        default=64, description="int8/int6/int4: values per block scale (ncnn: 32, 64 or 128)"
+    )
+    method: Literal["minmax", "clip"] = Field(
+        default="clip",
+        description="int8/int6/int4: how a block's scale is chosen: minmax (no value clipped) or clip (the "
+        "clipping of the min-max range with the least squared error; minmax is one of its candidates)",
+    )
+    unquantized: StorageName = Field(
+        default="fp32",
+        description="int8/int6/int4: the float storage of the weights block quantization cannot hold "
+        "(norms, biases, convolutions, embeddings)",
+    )
 
 
 class SideFile(StrictModel):

@@ -91,6 +91,22 @@ class ActiveWeight:
         return math.prod(self.shape)
 
 
+@dataclass(frozen=True, slots=True)
+class WeightQuantizeSpec:
+    """Where a layer type can hold one weight block-quantized (``weight_quantize`` in the catalog): the
+    float slot ``weight`` (a ``[rows, cols]`` matrix) becomes packed codes, ``scales`` the slot its per-block
+    scales then occupy, ``term`` the param that selects the format (ncnn's ``bits * 100 + block code``),
+    ``when`` the params under which the layer accepts it."""
+
+    weight: str
+    scales: str
+    term: str
+    rows: str | int
+    cols: str | int
+    when: str | int = 1
+    doc: str = ""
+
+
 @dataclass(frozen=True)
 class LayerSpec:
     """Everything the catalog knows about one layer type."""
@@ -106,6 +122,7 @@ class LayerSpec:
     inplace: bool = False
     doc: str = ""
     opaque_outputs: tuple[str, ...] = ()  # output roles whose Mat holds ncnn's own layout, not values
+    weight_quantize: WeightQuantizeSpec | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {p.name: p for p in self.params.values()})
@@ -264,9 +281,27 @@ def _build_layer(type_name: str, raw: Mapping[str, Any]) -> LayerSpec:
         inplace=bool(raw.get("inplace", False)),
         doc=raw.get("doc", ""),
         opaque_outputs=tuple(raw.get("opaque_outputs") or ()),
+        weight_quantize=_weight_quantize(type_name, raw.get("weight_quantize")),
     )
     _check_layer(spec)
     return spec
+
+
+def _weight_quantize(type_name: str, raw: Mapping[str, Any] | None) -> WeightQuantizeSpec | None:
+    if raw is None:
+        return None
+    try:
+        return WeightQuantizeSpec(
+            weight=raw["weight"],
+            scales=raw["scales"],
+            term=raw["term"],
+            rows=raw["rows"],
+            cols=raw["cols"],
+            when=raw.get("when", 1),
+            doc=raw.get("doc", ""),
+        )
+    except KeyError as exc:
+        raise CatalogError(f"catalog {type_name}: weight_quantize has no {exc.args[0]}") from None
 
 
 def _check_layer(spec: LayerSpec) -> None:
@@ -275,6 +310,13 @@ def _check_layer(spec: LayerSpec) -> None:
     exprs: list[str | int] = [e for w in spec.weights for e in w.expressions()]
     exprs += list(spec.derived.values())
     exprs += [p.default_expr for p in spec.params.values() if p.default_expr]
+    wq = spec.weight_quantize
+    if wq is not None:
+        exprs += [wq.rows, wq.cols, wq.when]
+        slots = {w.name for w in spec.weights}
+        params = {p.name for p in spec.params.values()}
+        if wq.weight not in slots or wq.scales not in slots or wq.term not in params:
+            raise CatalogError(f"catalog {spec.type}: weight_quantize names a slot or param the layer lacks")
     for expr in exprs:
         if isinstance(expr, str) and expr in LOAD_TYPES:
             continue

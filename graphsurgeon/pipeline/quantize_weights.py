@@ -1,0 +1,109 @@
+"""Block-quantize one layer's weight as the storage policy asks (``int8``/``int6``/``int4``).
+
+The layer type's catalog entry says whether and how (``weight_quantize``: which float slot, which slot its
+scales then take, which param selects the format, and the params under which ncnn accepts it); nothing here
+knows a layer type. The new records are lazy: the codes and scales are computed when the .bin is written
+(the scales once, kept for the scales record that follows), from the weight's values as the rules left
+them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+
+from graphsurgeon.errors import GsurgError
+from graphsurgeon.ir.graph import Layer
+from graphsurgeon.ir.weights import Storage, Weight
+from graphsurgeon.quant.blocks import BlockFormat, QuantMethod, codes, pack, row_chunks
+from graphsurgeon.quant.blocks import choose_scales as _choose_scales
+from graphsurgeon.schema.catalog import WeightQuantizeSpec
+from graphsurgeon.schema.expr import evaluate, evaluate_size
+
+QUANT_BITS = {"int8": 8, "int6": 6, "int4": 4}
+Method = Literal["minmax", "clip"]
+
+
+class QuantizeError(GsurgError):
+    """A weight the storage policy cannot quantize; names the layer and the weight."""
+
+
+def quantizable(layer: Layer, slot: str) -> WeightQuantizeSpec | None:
+    """The catalog's ``weight_quantize`` of ``layer`` when ``slot`` is the weight it can quantize and the
+    layer's params allow it now, else None."""
+    spec = layer.spec
+    wq = spec.weight_quantize if spec is not None else None
+    if wq is None or wq.weight != slot:
+        return None
+    return wq if evaluate(wq.when, layer.env()) else None
+
+
+class _Source:
+    """One weight's values and how to quantize them; computes the scales once and keeps them (they are
+    ``1 / block_size`` of the values as float32), never the codes."""
+
+    __slots__ = ("_scales", "fmt", "method", "values")
+
+    def __init__(self, values: Callable[[], np.ndarray], fmt: BlockFormat, method: QuantMethod) -> None:
+        self.values = values
+        self.fmt = fmt
+        self.method = method
+        self._scales: np.ndarray | None = None
+
+    def packed(self) -> np.ndarray:
+        w = self.values()
+        packed_parts, scale_parts = [], []
+        for part in row_chunks(w):
+            scales = _choose_scales(part, self.fmt, self.method)
+            packed_parts.append(pack(codes(part, scales, self.fmt), self.fmt.bits))
+            scale_parts.append(scales)
+        self._scales = np.concatenate(scale_parts)
+        return np.concatenate(packed_parts)
+
+    def scales(self) -> np.ndarray:
+        if self._scales is None:
+            self.packed()
+        assert self._scales is not None
+        return self._scales
+
+
+def quantize_layer_weight(
+    layer: Layer, wq: WeightQuantizeSpec, storage: str, *, block: int, method: Method
+) -> str:
+    """Store ``layer``'s ``wq.weight`` block-quantized as ``storage`` (``int8``/``int6``/``int4``): set the
+    format param, replace the weight by its packed codes and add the scales slot. Returns the change line."""
+    fmt = BlockFormat(QUANT_BITS[storage], block)
+    env = layer.env()
+    rows, cols = evaluate_size(wq.rows, env), evaluate_size(wq.cols, env)
+    weight = layer.weights[wq.weight]
+    if weight.storage not in (Storage.FP32, Storage.FP16, Storage.BF16) or weight.count != rows * cols:
+        raise QuantizeError(
+            f"layer {layer.name}, weight {wq.weight}: {weight.storage.value} {list(weight.shape)} is not a "
+            f"float [{rows}, {cols}] matrix to block-quantize"
+        )
+    old_storage = weight.storage.value
+
+    def values() -> np.ndarray:
+        return np.asarray(weight.numpy(), dtype=np.float32).reshape(rows, cols)
+
+    source = _Source(values, fmt, method)
+    layer.set(wq.term, fmt.quantize_term)
+    active = {aw.name: aw for aw in layer.spec.active_weights(layer.env())} if layer.spec else {}
+    packed_slot, scales_slot = active.get(wq.weight), active.get(wq.scales)
+    if packed_slot is None or scales_slot is None or packed_slot.load_type != fmt.bits:
+        raise QuantizeError(
+            f"layer {layer.name}: the catalog's {layer.type} does not read {wq.weight} as {fmt.bits}-bit "
+            f"codes and {wq.scales} after {wq.term}={fmt.quantize_term}"
+        )
+    layer.weights[wq.weight] = Weight.lazy(
+        source.packed, shape=packed_slot.shape, load_type=packed_slot.load_type, storage=Storage.BYTES
+    )
+    layer.weights[wq.scales] = Weight.lazy(
+        source.scales, shape=scales_slot.shape, load_type=scales_slot.load_type, storage=Storage.RAW
+    )
+    return (
+        f"{layer.name}.{wq.weight}: {old_storage} -> {storage} (block {block}, {method}; "
+        f"{wq.term}={fmt.quantize_term})"
+    )

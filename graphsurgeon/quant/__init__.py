@@ -1,0 +1,1 @@
+"""Weight quantization: ncnn's block formats (``blocks``) and gsurg's quantizer for them."""
