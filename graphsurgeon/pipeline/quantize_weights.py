@@ -97,9 +97,11 @@ def quantize_layer_weight(
             f"layer {layer.name}: the catalog's {layer.type} does not read {wq.weight} as {fmt.bits}-bit "
             f"codes and {wq.scales} after {wq.term}={fmt.quantize_term}"
         )
-    layer.weights[wq.weight] = Weight.lazy(
+    packed = Weight.lazy(
         source.packed, shape=packed_slot.shape, load_type=packed_slot.load_type, storage=Storage.BYTES
     )
+    packed.origin = weight
+    layer.weights[wq.weight] = packed
     layer.weights[wq.scales] = Weight.lazy(
         source.scales, shape=scales_slot.shape, load_type=scales_slot.load_type, storage=Storage.RAW
     )

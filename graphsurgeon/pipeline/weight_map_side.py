@@ -139,6 +139,12 @@ def render(m: WeightMap, bin_name: str) -> bytes:
         "# checkpoint value at its place (nothing shifted, corrupted or invented). It does not prove which",
         "# op uses a weight or how: gsurg verify runs the model for that.",
     ]
+    quantized = [p for p in m.pairings if p.quantized]
+    if quantized:
+        lines.append(
+            f"# {len(quantized)} weight(s) are block-quantized codes: diff-bin checks each value is the level"
+        )
+        lines.append("# nearest its tensor's value (within half a step) or saturated on its side.")
     for p in m.ambiguous:
         lines.append(f"# ambiguous: {p.layer}.{p.slot} holds the same values as {', '.join(p.also)};")
         lines.append(f"#   named {p.tensor}, the first in name order no other weight had taken")

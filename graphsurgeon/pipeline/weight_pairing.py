@@ -18,9 +18,14 @@ still at their initial ones) both fit: the first one (in name order, numbers com
 other weight of the run has taken is named, the others are reported. One tensor backing several weights
 (tied embeddings: ``embed`` and ``lm_head``) is no ambiguity.
 
+**Block-quantized weights** (the storage policy's ``int8``/``int6``/``int4``) are paired through the float
+weight the quantizer read (``Weight.origin``): the tensor named is the one the codes were made from, and
+``diff-bin`` then checks the codes against it in quantization steps. Their scales record is no checkpoint
+tensor and is not paired.
+
 **Refused** (``WeightMatchError``, naming file, layer, slot and offset): a weight no tensor holds — a
-transposed, scaled or sliced copy, a constant the export made — and int8 or quantization-table weights,
-which are not float data.
+transposed, scaled or sliced copy, a constant the export made — and int8, quantization-table or byte
+weights that were not quantized in this run, which are not float data.
 """
 
 from __future__ import annotations
@@ -60,6 +65,15 @@ class Pairing:
     tensor: str
     reshape: tuple[int, ...] | None  # the record's shape, when the tensor's differs
     also: tuple[str, ...] = ()  # other tensors holding the same values (an ambiguity resolved by order)
+    quantized: bool = False  # block-quantized codes, paired through the values they were made from
+
+
+def _is_quantize_scales(layer: Layer, slot: str) -> bool:
+    """Whether ``slot`` holds the block scales of ``layer``'s quantized weight (the catalog's
+    ``weight_quantize``), which no checkpoint tensor holds."""
+    spec = layer.spec
+    wq = spec.weight_quantize if spec is not None else None
+    return wq is not None and wq.scales == slot
 
 
 def _natural(name: str) -> list[int | str]:
@@ -145,6 +159,8 @@ class WeightMatcher:
         out = []
         for rec in records:
             layer, view = loads[(rec.layer, rec.slot)]
+            if _is_quantize_scales(layer, rec.slot):
+                continue
             out.append(self._pair(layer.weights[rec.slot], rec, view, bin_name))
         return out
 
@@ -152,21 +168,25 @@ class WeightMatcher:
         self, weight: Weight, rec: WeightRecord, view: tuple[int, ...] | None, bin_name: str
     ) -> Pairing:
         where = f"{bin_name}: layer {rec.layer}, weight {rec.slot}, offset {rec.offset}"
-        if rec.storage not in _AS_STORED | _ROUNDED:
+        storage = rec.storage
+        origin = weight.origin
+        if origin is not None:  # codes quantized in this run: pair the values they were made from
+            weight, storage, view = origin, origin.storage, origin.shape
+        if storage not in _AS_STORED | _ROUNDED:
             raise WeightMatchError(
-                f"{where}: stored as {rec.storage.value}; a weight map pairs float weights only"
+                f"{where}: stored as {storage.value}; a weight map pairs float weights only"
             )
-        count = math.prod(rec.shape)
+        count = weight.count
         values = stored_values(weight)
         probe = _canonical(np.concatenate([values[a:b] for a, b in _windows(count)]))
         candidates = self._by_count.get(count, [])
         matches = [
             t
             for t in candidates
-            if self._probe(t, rec.storage, count) == probe and self._equal(values, t, rec.storage)
+            if self._probe(t, storage, count) == probe and self._equal(values, t, storage)
         ]
         if not matches:
-            rounding = "" if rec.storage in _AS_STORED else f" (each rounded to {rec.storage.value})"
+            rounding = "" if storage in _AS_STORED else f" (each rounded to {storage.value})"
             shown = ", ".join(candidates[:3]) + (", …" if len(candidates) > 3 else "")
             have = f"{len(candidates)} tensor(s) have {count} elements{': ' + shown if candidates else ''}"
             raise WeightMatchError(
@@ -180,4 +200,5 @@ class WeightMatcher:
         shape = tuple(view) if view is not None else (count,)  # as diff-bin shows the record
         reshape = None if tuple(self.ckpt.tensors[chosen].shape) == shape else shape
         also = tuple(t for t in matches if t != chosen)
-        return Pairing(rec.layer, rec.slot, rec.offset, rec.storage, chosen, reshape, also)
+        quantized = rec.storage is Storage.BYTES
+        return Pairing(rec.layer, rec.slot, rec.offset, storage, chosen, reshape, also, quantized)
