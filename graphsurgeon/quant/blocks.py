@@ -102,29 +102,42 @@ def _codes(blocks: np.ndarray, scales: np.ndarray, qmax: int) -> np.ndarray:
 
 
 def choose_scales(w: np.ndarray, fmt: BlockFormat, method: QuantMethod) -> np.ndarray:
-    """The float32 scales ``[R, block_count]`` for the rows of ``w[R, K]`` by ``method``."""
+    """The float32 scales ``[R, block_count]`` for the rows of ``w[R, K]`` by ``method``.
+
+    The ``clip`` search rounds half to even and sums in float32 (the final codes round half away from
+    zero): the two differ only on exact ties, which move a block's error by far less than one candidate
+    step does, and the search runs in place, about six times faster."""
     if method not in METHODS:
         raise ValueError(f"quantization method must be one of {list(METHODS)}, not {method!r}")
     blocks = _blocked(np.asarray(w, dtype=np.float32), fmt)
     absmax = np.abs(blocks).max(axis=2)
     zero = absmax == 0
     safe = np.where(zero, 1.0, absmax).astype(np.float32)
-    best = (np.float32(fmt.qmax) / safe).astype(np.float32)
+    qmax = np.float32(fmt.qmax)
+    best = (qmax / safe).astype(np.float32)
     if method == "clip":
-        best_err = _sq_error(blocks, best, fmt.qmax)
+        work = np.empty_like(blocks)
+        best_err = _sq_error(blocks, best, qmax, work)
         for frac in CLIP_CANDIDATES[1:]:
-            cand = (np.float32(fmt.qmax) / (safe * np.float32(frac))).astype(np.float32)
-            err = _sq_error(blocks, cand, fmt.qmax)
+            cand = (qmax / (safe * np.float32(frac))).astype(np.float32)
+            err = _sq_error(blocks, cand, qmax, work)
             better = err < best_err
             best = np.where(better, cand, best)
             best_err = np.where(better, err, best_err)
     return np.where(zero, np.float32(1.0), best).astype(np.float32)
 
 
-def _sq_error(blocks: np.ndarray, scales: np.ndarray, qmax: int) -> np.ndarray:
-    deq = _codes(blocks, scales, qmax) / scales[..., None]
-    d = (blocks - deq).astype(np.float64)
-    return np.einsum("rbk,rbk->rb", d, d)
+def _sq_error(blocks: np.ndarray, scales: np.ndarray, qmax: np.float32, work: np.ndarray) -> np.ndarray:
+    """Per block, the sum of squared errors of quantizing ``blocks`` with ``scales`` (``work``: scratch of
+    the blocks' shape)."""
+    s = scales[..., None]
+    np.multiply(blocks, s, out=work)
+    np.rint(work, out=work)
+    np.clip(work, -qmax, qmax, out=work)
+    np.divide(work, s, out=work)
+    np.subtract(blocks, work, out=work)
+    np.square(work, out=work)
+    return work.sum(axis=2, dtype=np.float32)
 
 
 def codes(w: np.ndarray, scales: np.ndarray, fmt: BlockFormat) -> np.ndarray:
