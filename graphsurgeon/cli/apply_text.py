@@ -53,7 +53,7 @@ def table(runs: list[GraphRun]) -> str:
     """The sub-models written: layers, weights, bytes and how the weights are stored."""
     rows = [("graph", "file", "layers", "weights", "bytes", "storage")]
     for run in runs:
-        storages = sorted({r.storage.value for r in run.records})
+        storages = sorted({r.storage_name for r in run.records})
         size = run.bytes_after if run.bytes_after is not None else 0
         rows.append(
             (
@@ -125,7 +125,7 @@ def runs_json(runs: list[GraphRun], folder: str | None, *, dry_run: bool, notes:
                 "bin": None if dry_run else run.bin_name,
                 "layers": len(run.graph.layers),
                 "weights": len(run.records),
-                "storage": sorted({r.storage.value for r in run.records}),
+                "storage": sorted({r.storage_name for r in run.records}),
                 "storage_changes": len(run.storage_changes),
                 "calibration": None if run.calibration is None else run.calibration.summary(),
                 "weight_maps": [m.output for m in run.weight_maps],

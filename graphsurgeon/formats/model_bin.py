@@ -69,6 +69,15 @@ class WeightRecord:
     view: tuple[int, ...] | None = (
         None  # the logical (torch) layout of a flat load, when the catalog knows it
     )
+    load_type: int = 0  # the ModelBin::load type: 0 tagged, 1 raw fp32, 3/4/6/8 raw bytes
+
+    @property
+    def storage_name(self) -> str:
+        """How the values are stored, for people: the storage, or ``int4``/``int6``/``int8`` for the codes
+        of block quantization (byte loads of type 4/6/8)."""
+        if self.storage is Storage.BYTES and self.load_type in (4, 6, 8):
+            return f"int{self.load_type}"
+        return self.storage.value
 
 
 def planned_loads(graph: Graph) -> Iterator[tuple[Layer, ActiveWeight]]:
@@ -199,7 +208,9 @@ def walk_records(graph: Graph, mb: MappedBin, loads: Loads | None = None) -> lis
                 f"another .param{hint}",
                 **where.kwargs(),
             )
-        last = WeightRecord(layer.name, layer.type, aw.name, offset, tag, storage, aw.shape, nbytes, aw.view)
+        last = WeightRecord(
+            layer.name, layer.type, aw.name, offset, tag, storage, aw.shape, nbytes, aw.view, aw.load_type
+        )
         records.append(last)
         offset += nbytes
     if offset != size:
@@ -332,7 +343,15 @@ def _plan(graph: Graph, loads: Loads, target: str) -> tuple[list[WeightRecord], 
         expected_slots.setdefault(id(layer), set()).add(aw.name)
         weight = _weight_for(layer, aw, target, offset)
         rec = WeightRecord(
-            layer.name, layer.type, aw.name, offset, weight.tag, weight.storage, aw.shape, weight.nbytes
+            layer.name,
+            layer.type,
+            aw.name,
+            offset,
+            weight.tag,
+            weight.storage,
+            aw.shape,
+            weight.nbytes,
+            load_type=aw.load_type,
         )
         plan.append(rec)
         weights.append(weight)

@@ -7,8 +7,9 @@ names are errors) with:
 * ``vars`` — the run's variables; ``data`` — the entry's own ``data`` mapping; ``rule_set`` — the name;
 * ``graphs`` — per graph: ``param``/``bin`` (file names in the output folder), ``inputs``/``outputs`` (the
   interface blob names in graph order) and ``weights[layer][slot]`` with ``offset`` (of the record, tag
-  included), ``data_offset`` (of the first value), ``tag``, ``storage``, ``shape`` and ``nbytes`` — so a
-  runtime can read a weight straight from a ``.bin``.
+  included), ``data_offset`` (of the first value), ``tag``, ``storage``, ``shape``, ``nbytes`` and
+  ``load_type`` (ncnn's load type: 4/6/8 for block-quantized codes) — so a runtime can read a weight straight
+  from a ``.bin``.
 
 A template entry with a ``schema`` (a JSON Schema file, ``formats.json_schema``) has its rendered text
 parsed and checked against it before it is staged; a file that breaks it fails the run with the side file,
@@ -74,6 +75,7 @@ class GraphResult:
                 "storage": rec.storage.value,
                 "shape": list(rec.shape),
                 "nbytes": rec.nbytes,
+                "load_type": rec.load_type,
             }
         return table
 

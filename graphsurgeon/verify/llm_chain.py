@@ -19,6 +19,7 @@ import numpy as np
 
 from graphsurgeon.formats.model_json import read_model_json as read_family_model_json
 from graphsurgeon.input_files import read_json_input
+from graphsurgeon.verify.embedding_matrix import quantized_embeddings
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.kv_session import KVDecoder, KVSession
 from graphsurgeon.verify.ncnn_fp32 import fp32_net
@@ -61,6 +62,7 @@ class LlmChain:
 
         rope = self.doc["decoder"]["rope"]
         self.embed_net = fp32_net(*files("embed"), num_threads=num_threads)
+        self.matrix = quantized_embeddings(self.folder, self.doc)  # the runtime's rows, when quantized
         self.lm_head_net = fp32_net(*files("lm_head"), num_threads=num_threads)
         self.decoder = KVDecoder(
             *files("decoder"),
@@ -81,8 +83,11 @@ class LlmChain:
             return np.array(out, dtype=np.float32)
 
     def embed(self, ids: list[int] | np.ndarray) -> np.ndarray:
-        """Hidden rows ``[T, H]`` for token ids (int32 in a 1-D Mat, as ncnn's Embed reads them)."""
+        """Hidden rows ``[T, H]`` for token ids (int32 in a 1-D Mat, as ncnn's Embed reads them); from the
+        tied matrix's codes instead when it is block-quantized, as a runtime reads them."""
         arr = np.ascontiguousarray(np.asarray(ids, dtype=np.int32).reshape(-1))
+        if self.matrix is not None:
+            return self.matrix.rows(arr)
         return self._run(self.embed_net, ncnn.Mat(arr).clone(), "embed").reshape(len(arr), -1)
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-// Embedding rows from the tied matrix in lm_head's .bin (memory-mapped) or from the embed net.
+// Embedding rows from the tied matrix in lm_head's .bin (memory-mapped; float, or block-quantized codes
+// dequantized per row) or from the embed net.
 #include "pvl/embeddings.hpp"
 
 #include <cstring>
@@ -22,7 +23,7 @@ uint32_t expected_tag(const std::string& storage) {
 Embeddings::Embeddings(const ModelConfig& cfg, int threads, bool allow_map)
     : hidden_(cfg.hidden_size), vocab_(cfg.vocab_size) {
   const std::string& s = cfg.embedding.storage;
-  const bool readable = s == "fp32" || s == "raw" || s == "fp16" || s == "bf16";
+  const bool readable = s == "fp32" || s == "raw" || s == "fp16" || s == "bf16" || cfg.embedding.bits != 0;
   if (!cfg.tied || !readable) {
     if (cfg.tied && cfg.nets.count("embed") == 0)
       throw Error(cfg.json_path + ": embedding_matrix.storage \"" + s +
@@ -33,6 +34,10 @@ Embeddings::Embeddings(const ModelConfig& cfg, int threads, bool allow_map)
   matrix_ = cfg.embedding;
   elem_bytes_ = (s == "fp16" || s == "bf16") ? 2 : 4;
   file_.reset(new MappedFile(matrix_.bin, allow_map));
+  if (matrix_.bits != 0) {
+    check_block_quant(cfg.json_path);
+    return;
+  }
   if (s != "raw") {
     if (matrix_.tag_offset + 4 != matrix_.offset)
       throw Error(cfg.json_path + ": embedding_matrix.tag_offset must be 4 bytes before its offset");
@@ -59,12 +64,65 @@ Embeddings::Embeddings(const ModelConfig& cfg, int threads, bool allow_map)
                 " fit");
 }
 
+// The packed rows and the scale table of a block-quantized matrix must lie inside the file, the table
+// after the rows (as ncnn reads them: B, then the scales).
+void Embeddings::check_block_quant(const std::string& json_path) const {
+  const uint64_t size = file_->size();
+  const uint64_t rows = static_cast<uint64_t>(matrix_.rows);
+  const uint64_t row_bytes = static_cast<uint64_t>(matrix_.row_bytes);
+  const uint64_t blocks = static_cast<uint64_t>((matrix_.cols + matrix_.block_size - 1) / matrix_.block_size);
+  const uint64_t room = matrix_.offset <= size ? size - matrix_.offset : 0;
+  if (matrix_.offset > size || rows > room / row_bytes)
+    throw Error(matrix_.bin + ": " + std::to_string(size) + " bytes, but model.json embedding_matrix (" +
+                std::to_string(matrix_.rows) + " rows of " + std::to_string(row_bytes) + " " +
+                matrix_.storage + " bytes at byte " + std::to_string(matrix_.offset) +
+                ") does not fit; only " + std::to_string(room / row_bytes) + " rows do");
+  if (matrix_.scales_offset < matrix_.offset + rows * row_bytes)
+    throw Error(json_path + ": embedding_matrix.block_quant.scales_offset " +
+                std::to_string(matrix_.scales_offset) + " lies inside the packed rows (bytes " +
+                std::to_string(matrix_.offset) + " to " + std::to_string(matrix_.offset + rows * row_bytes) +
+                ")");
+  const uint64_t table_room = matrix_.scales_offset <= size ? size - matrix_.scales_offset : 0;
+  if (matrix_.scales_offset > size || rows > table_room / (blocks * 4))
+    throw Error(matrix_.bin + ": " + std::to_string(size) + " bytes, but model.json embedding_matrix's " +
+                std::to_string(matrix_.rows) + "x" + std::to_string(blocks) + " scale table at byte " +
+                std::to_string(matrix_.scales_offset) + " does not fit");
+}
+
+// One row of a block-quantized matrix: code k of the row at bit k*bits (least significant bit first),
+// sign-extended, times 1/scale of its block — what ncnn's Gemm computes with (src/layer/gemm.cpp).
+void Embeddings::quantized_row(int id, float* out) const {
+  const int cols = static_cast<int>(matrix_.cols);
+  const int bits = matrix_.bits;
+  const int blocks = (cols + matrix_.block_size - 1) / matrix_.block_size;
+  std::vector<unsigned char> packed(static_cast<size_t>(matrix_.row_bytes) + 1, 0);  // +1: the 2-byte window
+  file_->read(matrix_.offset + static_cast<uint64_t>(id) * static_cast<uint64_t>(matrix_.row_bytes),
+              static_cast<size_t>(matrix_.row_bytes), packed.data());
+  std::vector<float> scales(static_cast<size_t>(blocks));
+  file_->read(matrix_.scales_offset + static_cast<uint64_t>(id) * static_cast<uint64_t>(blocks) * 4u,
+              scales.size() * 4u, scales.data());
+  const unsigned int mask = (1u << bits) - 1u;
+  const int sign = 1 << (bits - 1);
+  for (int k = 0; k < cols; ++k) {
+    const int bit = k * bits;
+    const unsigned int window = packed[static_cast<size_t>(bit / 8)] |
+                                (static_cast<unsigned int>(packed[static_cast<size_t>(bit / 8) + 1]) << 8);
+    const int code = static_cast<int>((window >> (bit % 8)) & mask);
+    const float descale = 1.f / scales[static_cast<size_t>(k / matrix_.block_size)];
+    out[k] = static_cast<float>((code ^ sign) - sign) * descale;
+  }
+}
+
 std::string Embeddings::source() const {
   if (net_) return "embed net " + net_->files().bin;
   return matrix_.bin + (file_->mapped() ? " (memory-mapped)" : " (read by rows)");
 }
 
 void Embeddings::matrix_row(int id, float* out) const {
+  if (matrix_.bits != 0) {
+    quantized_row(id, out);
+    return;
+  }
   const size_t n = static_cast<size_t>(matrix_.cols);
   const uint64_t at = matrix_.offset + static_cast<uint64_t>(id) * n * elem_bytes_;
   if (elem_bytes_ == 4) {

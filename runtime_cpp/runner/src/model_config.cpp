@@ -80,6 +80,31 @@ void read_decoder(ModelConfig& cfg, const JsonDoc& doc) {
   }
 }
 
+// embedding_matrix.block_quant: the format of a block-quantized tied matrix, checked for consistency with
+// its storage name and shape (the scale table's size is checked against the file by Embeddings).
+void read_block_quant(EmbeddingMatrix& e, const JsonDoc& doc) {
+  const int64_t bits = doc.integer("embedding_matrix.block_quant.bits");
+  const int64_t block = doc.integer("embedding_matrix.block_quant.block_size");
+  const int64_t row_bytes = doc.integer("embedding_matrix.block_quant.row_bytes");
+  const int64_t scales = doc.integer("embedding_matrix.block_quant.scales_offset");
+  if (bits != 4 && bits != 6 && bits != 8)
+    doc.fail("embedding_matrix.block_quant.bits", "must be 4, 6 or 8");
+  if (block != 32 && block != 64 && block != 128)
+    doc.fail("embedding_matrix.block_quant.block_size", "must be 32, 64 or 128");
+  if (e.storage != "int" + std::to_string(bits))
+    doc.fail("embedding_matrix.storage", "is \"" + e.storage + "\" but block_quant.bits is " +
+                                             std::to_string(bits));
+  if (row_bytes != (e.cols * bits + 7) / 8)
+    doc.fail("embedding_matrix.block_quant.row_bytes", "is " + std::to_string(row_bytes) + ", but " +
+             std::to_string(e.cols) + " columns of " + std::to_string(bits) + " bits take " +
+             std::to_string((e.cols * bits + 7) / 8) + " bytes");
+  if (scales < 0) doc.fail("embedding_matrix.block_quant.scales_offset", "must not be negative");
+  e.bits = static_cast<int>(bits);
+  e.block_size = static_cast<int>(block);
+  e.row_bytes = row_bytes;
+  e.scales_offset = static_cast<uint64_t>(scales);
+}
+
 void read_embedding(ModelConfig& cfg, const JsonDoc& doc) {
   cfg.tied = doc.boolean("tie_word_embeddings");
   if (!cfg.tied) {
@@ -92,7 +117,8 @@ void read_embedding(ModelConfig& cfg, const JsonDoc& doc) {
   int64_t off = doc.integer("embedding_matrix.offset");
   int64_t tag_off = doc.integer("embedding_matrix.tag_offset");
   e.storage = doc.str("embedding_matrix.storage");
-  const bool untagged = e.storage == "raw" || e.storage == "bytes";
+  const bool quantized = doc.has("embedding_matrix.block_quant");
+  const bool untagged = e.storage == "raw" || e.storage == "bytes" || quantized;
   int64_t tag = untagged ? 0 : doc.integer("embedding_matrix.tag");
   if (off < 0) doc.fail("embedding_matrix.offset", "must not be negative");
   if (tag_off < 0) doc.fail("embedding_matrix.tag_offset", "must not be negative");
@@ -111,6 +137,7 @@ void read_embedding(ModelConfig& cfg, const JsonDoc& doc) {
   if (e.rows < cfg.vocab_size)
     doc.fail("embedding_matrix.shape", "has " + std::to_string(e.rows) + " rows but vocab_size is " +
                                            std::to_string(cfg.vocab_size));
+  if (quantized) read_block_quant(e, doc);
 }
 
 // "family": "a", "b" or "c" (the registered families), for messages.

@@ -1,7 +1,9 @@
 // Token embeddings for the LLM. With tied embeddings (model.json "tie_word_embeddings") the rows are read
 // from the one [vocab, hidden] matrix inside lm_head's .bin, at the offset and storage model.json
-// "embedding_matrix" records (fp32/raw, or fp16/bf16 widened exactly as ncnn widens them at load), through
-// a memory map, so the matrix is never loaded twice; its tag and size are checked against the file first.
+// "embedding_matrix" records (fp32/raw, or fp16/bf16 widened exactly as ncnn widens them at load, or
+// block-quantized int4/int6/int8 codes dequantized per row with their block scales, as ncnn's Gemm reads
+// the same bytes), through a memory map, so the matrix is never loaded twice; its tag and size are
+// checked against the file first.
 // Untied embeddings, or a storage the runtime cannot read directly, go through the `embed` net (int32 ids
 // in a 1-D Mat, as ncnn's Embed reads them).
 #pragma once
@@ -28,6 +30,8 @@ class Embeddings {
 
  private:
   void matrix_row(int id, float* out) const;
+  void quantized_row(int id, float* out) const;
+  void check_block_quant(const std::string& json_path) const;
   int hidden_ = 0;
   int vocab_ = 0;
   EmbeddingMatrix matrix_;

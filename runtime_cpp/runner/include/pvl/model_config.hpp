@@ -39,8 +39,15 @@ struct EmbeddingMatrix {  // model.json "embedding_matrix": the tied [rows, cols
   uint64_t offset = 0;    // first value
   uint64_t tag_offset = 0;
   uint32_t tag = 0;
-  std::string storage;    // fp32, raw, fp16, bf16 (others: the embed net is used)
+  std::string storage;    // fp32, raw, fp16, bf16, int4/int6/int8 (others: the embed net is used)
   int64_t rows = 0, cols = 0;
+  // int4/int6/int8 ("block_quant"): ncnn's weight-only block quantization of lm_head's B — each row is
+  // row_bytes of packed signed codes (code k at bit k*bits, least significant bit first), then a
+  // [rows, ceil(cols / block_size)] fp32 scale table at scales_offset; a value is code * (1 / scale).
+  int bits = 0;           // 0: not quantized
+  int block_size = 0;
+  int64_t row_bytes = 0;
+  uint64_t scales_offset = 0;
 };
 
 struct ModelConfig {
