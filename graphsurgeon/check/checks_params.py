@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from graphsurgeon.check.checks_quant import check_gemm_block_quantize
 from graphsurgeon.check.context import LintContext
 from graphsurgeon.check.findings import Finding, error, warning
 from graphsurgeon.check.shapes import SHAPE_HINTS_ID, dynamic_evidence, hint_records
@@ -188,6 +189,7 @@ def _slice(ctx: LintContext, layer: Layer, dynamic: str | None) -> Iterator[Find
 
 
 def _gemm(ctx: LintContext, layer: Layer, dynamic: str | None) -> Iterator[Finding]:
+    yield from check_gemm_block_quantize(layer)
     if dynamic is None or layer.get("constantA") or not layer.get("constantM"):
         return
     m = layer.get("constantM")

@@ -1,7 +1,9 @@
 """Lint's checks on weight values with --bin: NaN/Inf, fp16 overflow, implausible magnitudes, all zero.
 
 They scan the records of lint's exact-offset walk (``check.lint``), read in chunks so a multi-GB model is
-scanned in bounded memory."""
+scanned in bounded memory. The scales of a block-quantized weight get ``checks_quant``'s checks instead (a
+huge scale is a block of tiny weights, not misread bits); its packed codes (raw bytes) are never read as
+floats, only counted for the all-zero warning."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from graphsurgeon.check.checks_quant import check_scales, scales_kind
 from graphsurgeon.check.context import LintContext
 from graphsurgeon.check.findings import Finding, error, warning
 from graphsurgeon.formats.chunked import ChunkReader, FileSource
@@ -38,7 +41,11 @@ def check_weight_values(ctx: LintContext, records: list[WeightRecord]) -> Iterat
     reader = ChunkReader(ctx.options.bin_path)
     try:
         for rec in records:
-            yield from _check_record(reader, rec)
+            kind = scales_kind(ctx.graph.catalog, rec)
+            if kind is None:
+                yield from _check_record(reader, rec)
+            else:
+                yield from check_scales(reader, rec, kind)
     finally:
         reader.close()
 
