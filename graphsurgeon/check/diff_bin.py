@@ -9,6 +9,11 @@ as flat float32 arrays, with a warning. A .bin side that is certainly not a weig
 .param.bin, UTF-8 text such as a .param; in the flat comparison, a size that is not whole float32 words) is
 refused (``formats.weight_file``).
 
+A block-quantized weight (``diff_quant``) paired with float values — its checkpoint tensor through the map,
+or the same weight stored as floats in the other .bin — is checked in quantization steps, with its scales
+record, which is then no weight of its own (neither paired nor unpaired). Two quantized records are
+compared as any other pair: codes and scales byte for byte.
+
 Exit codes: 0 compared (``--fail-on-diff``: and everything passed), 1 with ``--fail-on-diff`` when a pair
 fails the tolerance, has mismatched sizes, or a weight is unpaired, 2 usage, parse or I/O error.
 """
@@ -20,11 +25,12 @@ import math
 import os
 from collections.abc import Sequence
 
+from graphsurgeon.check.diff_quant import QuantRecord, check_quantized, find_quantized
 from graphsurgeon.check.diff_report import DiffReport, Endpoint, PairResult
 from graphsurgeon.check.diff_stats import CHUNK_ELEMS, Comparator, Tolerance
 from graphsurgeon.check.weight_map import load_map
 from graphsurgeon.errors import GsurgError
-from graphsurgeon.formats.chunked import ChunkReader, FileSource
+from graphsurgeon.formats.chunked import ChunkReader, FileSource, ValueSource
 from graphsurgeon.formats.model_bin import WeightRecord, custom_layer_note, walk_bin
 from graphsurgeon.formats.param_any import read_param
 from graphsurgeon.formats.safetensors import Checkpoint, is_checkpoint, storage_name
@@ -70,22 +76,33 @@ def find_param(bin_path: str) -> str | None:
     return None
 
 
-def _walk(param: str, bin_path: str, warnings: list[str]) -> list[WeightRecord]:
+def _walk(
+    param: str, bin_path: str, warnings: list[str]
+) -> tuple[list[WeightRecord], dict[WeightRecord, QuantRecord]]:
+    """The records of ``bin_path`` walked with ``param``, and its block-quantized weights."""
     graph = read_param(param)
     warnings.extend(graph.notes)
     note = custom_layer_note(graph)
     if note:
         warnings.append(f"{param}: {note}")
-    return walk_bin(graph, bin_path)  # BinFormatError names layer, slot and offset
+    records = walk_bin(graph, bin_path)  # BinFormatError names layer, slot and offset
+    return records, find_quantized(graph, records, bin_path)
 
 
-def _endpoint(rec: WeightRecord, path: str) -> Endpoint:
+def _endpoint(rec: WeightRecord, path: str, quant: QuantRecord | None = None) -> Endpoint:
+    """A record as a side of a pair; a quantized weight has the shape of the values it stands for."""
     shape = rec.view if rec.view is not None else (math.prod(rec.shape),)
+    if quant is not None:
+        shape = (quant.rows, quant.cols)
     return Endpoint(f"{rec.layer}.{rec.slot}", path, rec.offset, rec.storage.value, shape, rec.layer_type)
 
 
 def _count(rec: WeightRecord) -> int:
     return math.prod(rec.shape)
+
+
+def _source(reader: ChunkReader, rec: WeightRecord) -> FileSource:
+    return FileSource.for_record(reader, rec.offset, rec.nbytes, rec.storage, _count(rec))
 
 
 def pair_records(
@@ -130,6 +147,27 @@ def pair_records(
 
 def _size_message(na: int, nb: int) -> str:
     return f"element counts differ: {na} in a, {nb} in b"
+
+
+def _quant_pair(
+    pair: tuple[Endpoint, Endpoint],
+    how: str,
+    check: tuple[ChunkReader, QuantRecord],
+    floats: ValueSource,
+    chunk: int,
+) -> PairResult:
+    """A quantized weight (``check``: its file's reader and records) against ``floats``, the other side."""
+    reader, q = check
+    na, nb = pair[0].shape, pair[1].shape
+    if floats.count != q.rows * q.cols:
+        msg = _size_message(math.prod(na), math.prod(nb))
+        return PairResult(*pair, how, None, f"{msg} (shapes {list(na)} and {list(nb)}; {q.name})")
+    for ep in pair:  # a flat side (a load without a view) is read as [rows, cols]
+        if len(ep.shape) == 1:
+            ep.shape = (q.rows, q.cols)
+    na, nb = pair[0].shape, pair[1].shape
+    note = None if na == nb else f"shapes differ ({list(na)} vs {list(nb)}); compared in C order"
+    return PairResult(*pair, how, None, note, check_quantized(reader, q, floats, chunk))
 
 
 def diff_bins(
@@ -221,29 +259,59 @@ def _diff_flat(report: DiffReport, comparator: Comparator) -> None:
 
 
 def _diff_params(report: DiffReport, comparator: Comparator, param_a: str, param_b: str) -> None:
-    recs_a = _walk(param_a, report.a, report.warnings)
-    recs_b = _walk(param_b, report.b, report.warnings)
+    recs_a, quant_a = _walk(param_a, report.a, report.warnings)
+    recs_b, quant_b = _walk(param_b, report.b, report.warnings)
     pairs, left_a, left_b = pair_records(recs_a, recs_b)
+    # the scales of a weight checked in steps, or of one left unpaired, go with it
+    with_weight = {q.scales for q in quant_a.values() if q.codes in left_a}
+    with_weight |= {q.scales for q in quant_b.values() if q.codes in left_b}
+    for x, y, _ in pairs:
+        if (x in quant_a) != (y in quant_b):
+            with_weight.add(quant_a[x].scales if x in quant_a else quant_b[y].scales)
     reason = "no partner by name, or by position with the same layer type, slot and size"
-    for recs, out, path in ((left_a, report.unpaired_a, report.a), (left_b, report.unpaired_b, report.b)):
+    for recs, quant, out, path in (
+        (left_a, quant_a, report.unpaired_a, report.a),
+        (left_b, quant_b, report.unpaired_b, report.b),
+    ):
         for rec in recs:
-            ep = _endpoint(rec, path)
-            ep.note = reason
+            if rec in with_weight:
+                continue
+            ep = _endpoint(rec, path, quant.get(rec))
+            ep.note = reason + _with_scales(quant.get(rec))
             out.append(ep)
     ra, rb = ChunkReader(report.a), ChunkReader(report.b)
     try:
         for x, y, how in pairs:
-            ea, eb = _endpoint(x, report.a), _endpoint(y, report.b)
-            if _count(x) != _count(y):
-                report.pairs.append(PairResult(ea, eb, how, None, _size_message(_count(x), _count(y))))
+            qx, qy = quant_a.get(x), quant_b.get(y)
+            if (qx is None) != (qy is None):  # one side quantized: checked in steps against the other
+                pair = (_endpoint(x, report.a, qx), _endpoint(y, report.b, qy))
+                if qx is not None:
+                    result = _quant_pair(pair, how, (ra, qx), _source(rb, y), comparator.chunk)
+                else:
+                    assert qy is not None
+                    result = _quant_pair(pair, how, (rb, qy), _source(ra, x), comparator.chunk)
+                report.pairs.append(result)
                 continue
-            sa = FileSource.for_record(ra, x.offset, x.nbytes, x.storage, _count(x))
-            sb = FileSource.for_record(rb, y.offset, y.nbytes, y.storage, _count(y))
+            if x in with_weight or y in with_weight:
+                continue  # a scales record paired by position; its weight's check covers it
+            ea, eb = _endpoint(x, report.a), _endpoint(y, report.b)  # both quantized: the codes as stored
+            formats = None
+            if qx is not None and qy is not None and qx.fmt != qy.fmt:
+                formats = f"quantized as {qx.name} in a, {qy.name} in b; codes compared byte for byte"
+            if _count(x) != _count(y):
+                msg = _size_message(_count(x), _count(y))
+                report.pairs.append(PairResult(ea, eb, how, None, f"{msg} ({formats})" if formats else msg))
+                continue
+            sa, sb = _source(ra, x), _source(rb, y)
             note = None if ea.shape == eb.shape else f"shapes differ ({list(ea.shape)} vs {list(eb.shape)})"
-            report.pairs.append(PairResult(ea, eb, how, comparator.compare(sa, sb), note))
+            report.pairs.append(PairResult(ea, eb, how, comparator.compare(sa, sb), formats or note))
     finally:
         ra.close()
         rb.close()
+
+
+def _with_scales(q: QuantRecord | None) -> str:
+    return "" if q is None else f" ({q.name}; its scales {q.scales.layer}.{q.scales.slot} go with it)"
 
 
 def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool) -> None:
@@ -256,7 +324,7 @@ def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool
         raise DiffOptionError(
             "{bin}: no .param beside it; pairing with a checkpoint needs one (" + option + ")", bin=bin_path
         )
-    records = _walk(param, bin_path, report.warnings)
+    records, quant = _walk(param, bin_path, report.warnings)
     ckpt = Checkpoint(ckpt_path)
     unpaired_bin, unpaired_ckpt = (
         (report.unpaired_b, report.unpaired_a) if ckpt_is_a else (report.unpaired_a, report.unpaired_b)
@@ -266,8 +334,11 @@ def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool
     report.unmapped_tensors = len(set(ckpt.tensors) - {e.tensor for e in entries})
     for entry in entries:
         if entry.key in by_key and entry.tensor not in ckpt.tensors:
-            ep = _endpoint(by_key[entry.key], bin_path)
-            ep.note = f"map entry {entry.key!r}: tensor {entry.tensor!r} is not in {ckpt_path}"
+            q = quant.get(by_key[entry.key])
+            ep = _endpoint(by_key[entry.key], bin_path, q)
+            ep.note = (
+                f"map entry {entry.key!r}: tensor {entry.tensor!r} is not in {ckpt_path}{_with_scales(q)}"
+            )
             unpaired_bin.append(ep)
         elif entry.key not in by_key:
             info = ckpt.tensors.get(entry.tensor)
@@ -282,10 +353,11 @@ def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool
             ec.note = f"map entry {entry.key!r} names no weight in {bin_path}"
             unpaired_ckpt.append(ec)
     named = {e.key for e in entries}
+    scales = {q.scales for q in quant.values()}  # checked with their weight, never named by a map
     for rec in records:
-        if f"{rec.layer}.{rec.slot}" not in named:
-            ep = _endpoint(rec, bin_path)
-            ep.note = "no map entry names this weight"
+        if f"{rec.layer}.{rec.slot}" not in named and rec not in scales:
+            ep = _endpoint(rec, bin_path, quant.get(rec))
+            ep.note = "no map entry names this weight" + _with_scales(quant.get(rec))
             unpaired_bin.append(ep)
     reader = ChunkReader(bin_path)
     try:
@@ -293,7 +365,8 @@ def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool
             if entry.key not in mapped:
                 continue
             rec, info = by_key[entry.key], ckpt.tensors[entry.tensor]
-            ep = _endpoint(rec, bin_path)
+            q = quant.get(rec)
+            ep = _endpoint(rec, bin_path, q)
             ec = Endpoint(entry.tensor, info.file, info.offset, storage_name(info.dtype), info.shape)
             if entry.transforms:
                 steps = ", ".join(t.describe() for t in entry.transforms)
@@ -305,6 +378,9 @@ def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool
                 report.pairs.append(PairResult(*pair, "map", None, f"tensor {entry.tensor!r}: {err}"))
                 continue
             ec.shape = src.shape
+            if q is not None:
+                report.pairs.append(_quant_pair(pair, "map", (reader, q), src, comparator.chunk))
+                continue
             na, nb = pair[0].shape, pair[1].shape
             if src.count != _count(rec):
                 msg = _size_message(math.prod(na), math.prod(nb))

@@ -7,6 +7,10 @@ JSON (``schema_version`` 1)::
      "warnings": [...]}
 
 JSON has no infinities or NaNs; they are written as the strings ``"inf"``, ``"-inf"`` and ``"nan"``.
+
+A block-quantized weight checked against float values (``diff_quant``) has no float statistics: its pair
+carries ``quantized`` (format, largest error in steps, saturated and wrong counts, bad scales) instead, and
+is shown in a table of its own; ``--atol``/``--rtol`` do not apply to it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphsurgeon.check.diff_quant import QuantStats
 from graphsurgeon.check.diff_stats import PairStats, Tolerance
 
 SCHEMA_VERSION = 1
@@ -51,9 +56,12 @@ class PairResult:
     how: str  # "name" | "position" | "map" | "flat"
     stats: PairStats | None  # None when the element counts do not agree (or a transform does not fit)
     message: str | None = None
+    quant: QuantStats | None = None  # a block-quantized weight checked in steps (then stats is None)
 
     @property
     def status(self) -> str:
+        if self.quant is not None:
+            return "pass" if self.quant.passed else "fail"
         if self.stats is None:
             return "shape-mismatch"
         return "pass" if self.stats.passed else "fail"
@@ -80,6 +88,7 @@ class DiffReport:
 
     def summary(self) -> dict[str, Any]:
         stats = [p.stats for p in self.pairs if p.stats is not None]
+        quant = [p.quant for p in self.pairs if p.quant is not None]
         hows = [p.how for p in self.pairs]
         return {
             "a": self.a,
@@ -101,6 +110,15 @@ class DiffReport:
             "max_abs": max((s.max_abs for s in stats), default=0.0),
             "min_atol": max((s.min_atol for s in stats), default=0.0),
             "min_rtol": max((s.min_rtol for s in stats), default=0.0),
+            "quantized": {
+                "pairs": len(quant),
+                "passed": sum(q.passed for q in quant),
+                "failed": sum(not q.passed for q in quant),
+                "max_steps": max((q.max_steps for q in quant), default=0.0),
+                "saturated": sum(q.saturated for q in quant),
+                "wrong": sum(q.wrong for q in quant),
+                "bad_scales": sum(q.bad_scales for q in quant),
+            },
             "result": "PASSED" if self.passed else "FAILED",
         }
 
@@ -122,6 +140,7 @@ class DiffReport:
 def pair_json(p: PairResult) -> dict[str, Any]:
     out: dict[str, Any] = {"a": p.a.to_json(), "b": p.b.to_json(), "how": p.how, "status": p.status}
     out["message"] = p.message
+    out["quantized"] = None if p.quant is None else p.quant.to_json()
     s = p.stats
     if s is not None:
         out.update(
@@ -213,6 +232,46 @@ def _row(p: PairResult) -> list[str]:
     ]
 
 
+_QUANT_COLUMNS = (
+    "a",
+    "b",
+    "how",
+    "shape",
+    "format",
+    "max steps",
+    "saturated",
+    "wrong",
+    "bad scales",
+    "first wrong (row,col)",
+    "result",
+)
+
+
+def _quant_row(p: PairResult) -> list[str]:
+    q = p.quant
+    assert q is not None
+    w = q.first_wrong
+    return [
+        p.a.name,
+        p.b.name,
+        p.how,
+        f"{q.rows}x{q.cols}",
+        q.format,
+        _g(q.max_steps),
+        str(q.saturated),
+        str(q.wrong),
+        str(q.bad_scales),
+        "-" if w is None else f"{w.row},{w.col} (block {w.block})",
+        "PASS" if q.passed else "FAIL",
+    ]
+
+
+def _split(r: DiffReport) -> tuple[list[PairResult], list[PairResult]]:
+    """The pairs of the float table (all when none is quantized) and those of the quantized table."""
+    quant = [p for p in r.pairs if p.quant is not None]
+    return [p for p in r.pairs if p.quant is None], quant
+
+
 def _headline(r: DiffReport) -> list[str]:
     def side(path: str, param: str | None) -> str:
         return f"{path} (param {param})" if param else path
@@ -221,6 +280,12 @@ def _headline(r: DiffReport) -> list[str]:
     if r.map:
         lines.append(f"map = {r.map}")
     lines.append(f"check |a-b| <= atol + rtol*|b| with atol={r.tol.atol:g}, rtol={r.tol.rtol:g}")
+    if any(p.quant is not None for p in r.pairs):
+        lines.append(
+            "check block-quantized weights in steps: each value (code / scale) the level nearest the float "
+            "value (within half a step) or saturated at +-qmax on its side, every scale finite and > 0; "
+            "atol and rtol do not apply to them"
+        )
     return lines
 
 
@@ -234,12 +299,30 @@ def _tally(r: DiffReport) -> str:
         f"{s['pairs']} pair(s){f' ({by})' if by else ''}: {s['passed']} passed, {s['failed']} failed, "
         f"{s['shape_mismatch']} size mismatch(es); unpaired: {s['unpaired_a']} in a, {s['unpaired_b']} in b"
         f"{unmapped}; min atol {_g(s['min_atol'])} (at rtol {r.tol.rtol:g}), "
-        f"min rtol {_g(s['min_rtol'])} (at atol {r.tol.atol:g})"
+        f"min rtol {_g(s['min_rtol'])} (at atol {r.tol.atol:g}){_quant_tally(s['quantized'])}"
+    )
+
+
+def _quant_tally(q: dict[str, Any]) -> str:
+    if not q["pairs"]:
+        return ""
+    failed = ""
+    if q["failed"]:
+        failed = f", {q['failed']} failed ({q['wrong']} wrong value(s), {q['bad_scales']} bad scale(s))"
+    return (
+        f"; {q['pairs']} quantized pair(s) checked in steps: {q['passed']} passed{failed}, "
+        f"max error {_g(q['max_steps'])} step(s), {q['saturated']} saturated"
     )
 
 
 def _notes(r: DiffReport) -> list[tuple[str, str]]:
     notes = [(f"{p.a.name} / {p.b.name}", p.message) for p in r.pairs if p.message]
+    notes += [
+        (f"{p.a.name} / {p.b.name}", problem)
+        for p in r.pairs
+        if p.quant is not None
+        for problem in p.quant.problems()
+    ]
     notes += [
         (f"{p.a.name} / {p.b.name}", f"transforms: {p.b.note or p.a.note}")
         for p in r.pairs
@@ -257,11 +340,21 @@ def _describe(e: Endpoint) -> str:
     return f"{e.name} ({kind}{e.storage}, shape {list(e.shape)}, offset {e.offset}): {e.note}"
 
 
+def _text_table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    table = [list(columns), *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
+
+
 def render_text(r: DiffReport) -> str:
-    rows = [list(_COLUMNS)] + [_row(p) for p in r.pairs]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    plain, quant = _split(r)
     lines = ["diff-bin", *(f"  {line}" for line in _headline(r)), ""]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    if plain or not quant:
+        lines += _text_table(_COLUMNS, [_row(p) for p in plain])
+    if quant:
+        lines += [""] if plain else []
+        table = _text_table(_QUANT_COLUMNS, [_quant_row(p) for p in quant])
+        lines += ["quantized (checked in steps):", *table]
     notes = _notes(r)
     if notes:
         lines += ["", "notes:"] + [f"  {who}: {text}" for who, text in notes]
@@ -276,12 +369,24 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _md_table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    return lines + ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+
+
 def render_md(r: DiffReport) -> str:
+    plain, quant = _split(r)
     lines = [f"## diff-bin: `{r.a}` vs `{r.b}`", ""]
     lines += [f"- {line}" for line in _headline(r)] + [""]
-    lines.append("| " + " | ".join(_COLUMNS) + " |")
-    lines.append("|" + "|".join("---" for _ in _COLUMNS) + "|")
-    lines += ["| " + " | ".join(_md_cell(c) for c in _row(p)) + " |" for p in r.pairs]
+    if plain or not quant:
+        lines += _md_table(_COLUMNS, [_row(p) for p in plain])
+    if quant:
+        lines += (
+            ["", "**Quantized (checked in steps)**", ""]
+            if plain
+            else ["**Quantized (checked in steps)**", ""]
+        )
+        lines += _md_table(_QUANT_COLUMNS, [_quant_row(p) for p in quant])
     notes = _notes(r)
     if notes:
         lines += ["", "**Notes**", ""] + [f"- `{who}`: {_md_cell(text)}" for who, text in notes]

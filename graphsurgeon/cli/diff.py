@@ -50,7 +50,10 @@ def register(subparsers: Any) -> None:
         description="Pair the weights of two ncnn .bin files by (layer, slot), then by position, or a .bin "
         "and a safetensors checkpoint through --map, and report per pair: cosine, max |a-b| and where, "
         "max relative difference, mean |a-b|, NaN/Inf counts, the first differing byte, and the minimum "
-        "atol/rtol that would pass |a-b| <= atol + rtol*|b|.",
+        "atol/rtol that would pass |a-b| <= atol + rtol*|b|. A block-quantized weight paired with float "
+        "values (its checkpoint tensor, or the same weight stored as floats) is checked in quantization "
+        "steps instead, with its scales: each value the level nearest the float value or saturated on its "
+        "side; --atol/--rtol do not apply to it.",
     )
     _configure(parser)
 
