@@ -130,21 +130,25 @@ def render(m: WeightMap, bin_name: str) -> bytes:
     """The map file: a comment header, then one ``layer.slot`` entry per weight, in file order."""
     atol, rtol = m.tolerance
     how = "exactly" if (atol, rtol) == (0.0, 0.0) else "within its storage's rounding"
+    quantized = [p for p in m.pairings if p.quantized]
     lines = [
         f"# gsurg weight map of {bin_name} (graph {m.graph}): every weight record it stores, paired with",
         "# the checkpoint tensor whose values it holds. Check it, in the output folder, with",
         f"#   gsurg diff-bin {bin_name} {m.checkpoint} --map {m.output} \\",
         f"#     --atol {atol!r} --rtol {rtol!r} --fail-on-diff",
-        f"# which passes only when every weight equals its tensor {how}: every stored value is a",
+        f"# which passes only when every {'float ' if quantized else ''}weight equals its tensor {how}: "
+        "every stored value is a",
         "# checkpoint value at its place (nothing shifted, corrupted or invented). It does not prove which",
         "# op uses a weight or how: gsurg verify runs the model for that.",
     ]
-    quantized = [p for p in m.pairings if p.quantized]
     if quantized:
-        lines.append(
-            f"# {len(quantized)} weight(s) are block-quantized codes: diff-bin checks each value is the level"
-        )
-        lines.append("# nearest its tensor's value (within half a step) or saturated on its side.")
+        lines += [
+            f"# {len(quantized)} weight(s) are block-quantized codes, each named with the tensor they were",
+            "# made from; their scales records have no entry (diff-bin reads each with its weight). --atol",
+            "# and --rtol do not apply to them: diff-bin checks, in quantization steps, that every value",
+            "# (code / scale) is the level nearest its tensor's value (within half a step) or saturated on",
+            "# its side, and that every scale is finite and > 0.",
+        ]
     for p in m.ambiguous:
         lines.append(f"# ambiguous: {p.layer}.{p.slot} holds the same values as {', '.join(p.also)};")
         lines.append(f"#   named {p.tensor}, the first in name order no other weight had taken")
