@@ -35,7 +35,7 @@ from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.ir.graph import Blob, Graph, Layer
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.llm_chain import LlmChain
-from graphsurgeon.verify.ncnn_fp32 import fp32_net
+from graphsurgeon.verify.ncnn_fp32 import Precision, load_net
 from graphsurgeon.verify.rope import rope_inv_freq
 
 VISION_NETS = ("vision_embed_patch", "vision_encoder", "vision_projector")
@@ -154,7 +154,9 @@ def _extract_all(
 class PenguinNcnn:
     """The six converted nets of a folder, loaded once with fp32 options."""
 
-    def __init__(self, folder: Path, doc: dict[str, Any], *, num_threads: int = 1) -> None:
+    def __init__(
+        self, folder: Path, doc: dict[str, Any], *, num_threads: int = 1, precision: Precision = "fp32"
+    ) -> None:
         self.folder = folder
         self.doc = check_model_json(doc, str(folder / "model.json"), FAMILIES, error=VerifyError)
         vision = doc["vision"]
@@ -170,11 +172,11 @@ class PenguinNcnn:
         encoder = folder / self.nets_doc["vision_encoder"]["param"]
         self.layer_blobs = encoder_layer_outputs(encoder, self.hidden, self.layers)
         self.nets: dict[str, ncnn.Net] = {}
-        self.llm = LlmChain(folder, families=FAMILIES, num_threads=num_threads)
+        self.llm = LlmChain(folder, families=FAMILIES, num_threads=num_threads, precision=precision)
         try:
             for name, entry in self.nets_doc.items():
                 param, model = folder / entry["param"], folder / entry["bin"]
-                self.nets[name] = fp32_net(param, model, num_threads=num_threads)
+                self.nets[name] = load_net(param, model, num_threads=num_threads, precision=precision)
         except BaseException:
             self.close()
             raise
@@ -224,21 +226,27 @@ class PenguinNcnn:
             embeds[is_image] = np.concatenate([f.reshape(f.shape[0], -1) for f in features], axis=0)
         return embeds
 
-    def generate(self, embeds: np.ndarray, max_new_tokens: int) -> Generation:
+    def generate(
+        self, embeds: np.ndarray, max_new_tokens: int, forced: Sequence[int] | None = None
+    ) -> Generation:
         """Prefill the whole prompt, then one token per step through the KV cache; stops after an EOS id
-        (kept) or ``max_new_tokens`` tokens, or at the first step ncnn fails (``Generation.error``)."""
+        (kept) or ``max_new_tokens`` tokens, or at the first step ncnn fails (``Generation.error``).
+        With ``forced`` (teacher forcing) each step is fed ``forced[i]`` instead of the argmax, for
+        ``len(forced)`` steps; ``tokens`` still holds the argmax at every step."""
         result = Generation()
         try:
             with self.llm.session() as session:
                 step = session.prefill(embeds)
                 logits = self.llm.logits(step.hidden[-1:])[-1]
                 result.prefill_logits = logits
-                while len(result.tokens) < max_new_tokens:
+                limit = max_new_tokens if forced is None else len(forced)
+                while len(result.tokens) < limit:
                     token = int(np.argmax(logits))
                     result.tokens.append(token)
-                    if token in self.eos_ids or len(result.tokens) == max_new_tokens:
+                    fed = token if forced is None else int(forced[len(result.tokens) - 1])
+                    if len(result.tokens) == limit or (forced is None and token in self.eos_ids):
                         break
-                    step = session.decode_step(self.llm.embed([token]))
+                    step = session.decode_step(self.llm.embed([fed]))
                     logits = self.llm.logits(step.hidden[-1:])[-1]
                     result.decode_logits.append(logits)
         except VerifyError as err:

@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from examples.verify_stages import Expected, chained_stages, compare_sized, generation_stages, say
+from examples.verify_stages import (
+    TEACHER_FORCED,
+    Expected,
+    chained_stages,
+    compare_sized,
+    generation_stages,
+    say,
+)
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.report import TokenResult, VerifyReport, failed
 from graphsurgeon.verify.run import VerifyOptions
@@ -190,7 +197,7 @@ def _case(
         report.tokens.append(TokenResult(case.label, [], ref_tokens, want.text[k]))
         return
     report.stages.append(compare_sized(stage, embeds, want.embeddings[k]))
-    gen = nets.generate(embeds, options.tokens)
+    gen = nets.generate(embeds, options.tokens, forced=ref_tokens)
     generation_stages(report, case.label, gen, want.prefill[k], want.decode[k], ref_tokens, want.text[k])
 
 
@@ -206,7 +213,7 @@ def verify(folder: Path, model_json: dict[str, Any], options: VerifyOptions) -> 
     cases = _cases(prompts, images)
     want, ids = _reference(options.checkpoint, prompts, images, cases, options)
     report = VerifyReport(str(folder))
-    with PenguinNcnn(folder, model_json, num_threads=options.threads) as nets:
+    with PenguinNcnn(folder, model_json, num_threads=options.threads, precision=options.precision) as nets:
         features = _vision(nets, images, want, report, options)
         for k, case in enumerate(cases):
             say(options, f"ncnn: greedy decoding, case {k + 1} of {len(cases)} ({case.label})")
@@ -214,5 +221,6 @@ def verify(folder: Path, model_json: dict[str, Any], options: VerifyOptions) -> 
             _case(nets, case, ids[k], feature, want, k, report, options)
     for p, text in enumerate(prompts):
         report.notes.append(f"prompt {p + 1}: {text!r}")
-    report.notes.append(f"reference: {options.checkpoint} (fp32)")
+    report.notes.append(f"reference: {options.checkpoint} (fp32); ncnn at {options.precision}")
+    report.notes.append(TEACHER_FORCED)
     return report

@@ -10,8 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
+from examples.verify_stages import TEACHER_FORCED
+from graphsurgeon.verify.criteria import kl_divergence
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.llm_chain import LlmChain
 from graphsurgeon.verify.report import TokenResult, VerifyReport, compare
@@ -47,7 +50,8 @@ def verify(folder: Path, model_json: dict[str, Any], options: VerifyOptions) -> 
     cfg = model.config
     report = VerifyReport(str(folder))
     prompts = _prompts(options, cfg.vocab_size)
-    with LlmChain(folder, num_threads=options.threads) as chain, torch.no_grad():
+    chain = LlmChain(folder, num_threads=options.threads, precision=options.precision)
+    with chain, torch.no_grad():
         first = prompts[0]
         ids = torch.tensor([first + [7 % cfg.vocab_size] * 3])
         report.stages.append(compare("embed", chain.embed(ids[0].tolist()), model.model.embed_tokens(ids)[0]))
@@ -67,8 +71,13 @@ def verify(folder: Path, model_json: dict[str, Any], options: VerifyOptions) -> 
         for k, prompt in enumerate(prompts):
             if options.progress is not None:
                 options.progress(f"greedy decoding, prompt {k + 1} of {len(prompts)}")
-            ours = chain.greedy(prompt, options.tokens)
             want_tokens = model.generate(prompt, options.tokens)
-            report.tokens.append(TokenResult(f"prompt {k + 1} ({len(prompt)} ids)", ours, want_tokens))
-    report.notes.append(f"reference: {options.checkpoint} (fp32)")
+            want_logits = model(torch.tensor([prompt + want_tokens[:-1]]))[0][0, len(prompt) - 1 :]
+            ours_logits = chain.forced_logits(prompt, want_tokens)
+            ours = [int(np.argmax(x)) for x in ours_logits]
+            kl = [kl_divergence(w, o) for w, o in zip(want_logits.numpy(), ours_logits, strict=True)]
+            case = f"prompt {k + 1} ({len(prompt)} ids)"
+            report.tokens.append(TokenResult(case, ours, want_tokens, kl=kl))
+    report.notes.append(f"reference: {options.checkpoint} (fp32); ncnn at {options.precision}")
+    report.notes.append(TEACHER_FORCED)
     return report

@@ -36,9 +36,10 @@ from examples.penguin_vl.ncnn_chain import residual_stream
 from graphsurgeon.formats.model_json import check_model_json
 from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.verify import mrope
+from graphsurgeon.verify.embedding_matrix import quantized_embeddings
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.mrope import RopeSettings, Segment, cos_sin, layout_table
-from graphsurgeon.verify.ncnn_fp32 import fp32_net
+from graphsurgeon.verify.ncnn_fp32 import Precision, load_net
 from graphsurgeon.verify.rope import rope_inv_freq
 
 from .vision_tables import vision_rope_tables
@@ -130,7 +131,9 @@ class Generation:
 class Qwen3VLNcnn:
     """The converted nets of a folder, loaded once with fp32 options."""
 
-    def __init__(self, folder: Path, doc: dict[str, Any], *, num_threads: int = 1) -> None:
+    def __init__(
+        self, folder: Path, doc: dict[str, Any], *, num_threads: int = 1, precision: Precision = "fp32"
+    ) -> None:
         self.folder = folder
         self.doc = check_model_json(doc, str(folder / "model.json"), FAMILIES, error=VerifyError)
         self.vision = doc["vision"]
@@ -161,11 +164,15 @@ class Qwen3VLNcnn:
                 f"add and {self.depth} blocks (model.json vision.depth) have {1 + 2 * self.depth}"
             )
         self.stream = [stream[0], *stream[2::2]]  # patch + position, then each block's output
+        self.matrix = quantized_embeddings(folder, doc)  # the runtime's rows, when quantized
         self.nets: dict[str, ncnn.Net] = {}
         try:
             for name, entry in doc["nets"].items():
-                self.nets[name] = fp32_net(
-                    folder / entry["param"], folder / entry["bin"], num_threads=num_threads
+                self.nets[name] = load_net(
+                    folder / entry["param"],
+                    folder / entry["bin"],
+                    num_threads=num_threads,
+                    precision=precision,
                 )
         except BaseException:
             self.close()
@@ -247,8 +254,12 @@ class Qwen3VLNcnn:
         return entry["inputs"][0], entry["outputs"][0]
 
     def embed(self, ids: Sequence[int]) -> np.ndarray:
+        """Rows for token ids: the embed net's, or the tied matrix's dequantized codes when it is
+        block-quantized (what a runtime reads)."""
         blob_in, blob_out = self._net_io("embed")
         arr = np.asarray(list(ids), dtype=np.int32)
+        if self.matrix is not None:
+            return self.matrix.rows(arr)
         return self._run("embed", {blob_in: _mat(arr, np.int32)}, [blob_out])[0].reshape(len(arr), -1)
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
@@ -324,9 +335,12 @@ class Qwen3VLNcnn:
         deepstack: Sequence[np.ndarray],
         segments: Sequence[Segment],
         max_new_tokens: int,
+        forced: Sequence[int] | None = None,
     ) -> Generation:
         """Prefill the prompt, then one token per step through the KV cache; stops after an EOS id (kept)
-        or ``max_new_tokens`` tokens, or at the first step ncnn fails (``Generation.error``)."""
+        or ``max_new_tokens`` tokens, or at the first step ncnn fails (``Generation.error``). With
+        ``forced`` (teacher forcing) each step is fed ``forced[i]`` instead of the argmax, for
+        ``len(forced)`` steps; ``tokens`` still holds the argmax at every step."""
         dec = self.decoder_doc
         result = Generation()
         allocator = ncnn.UnlockedPoolAllocator()
@@ -372,7 +386,11 @@ class Qwen3VLNcnn:
                     result.decode_logits.append(logits)
                 token = int(np.argmax(logits))
                 result.tokens.append(token)
-                if token in self.eos_ids or len(result.tokens) >= max_new_tokens:
+                if forced is not None:
+                    if len(result.tokens) >= len(forced):
+                        break
+                    token = int(forced[len(result.tokens) - 1])
+                elif token in self.eos_ids or len(result.tokens) >= max_new_tokens:
                     break
                 start += t
                 hidden = self.embed([token])

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from examples.verify_stages import TEACHER_FORCED, chained_stages, compare_sized, generation_stages, say
 from examples.verify_stages import Expected as SharedExpected
-from examples.verify_stages import chained_stages, compare_sized, generation_stages, say
 from graphsurgeon.formats.model_json import check_model_json
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.report import TokenResult, VerifyReport, failed
@@ -272,7 +272,7 @@ def _case(
         report.tokens.append(TokenResult(case.label, [], ref_tokens, want.text[k]))
         return
     report.stages.append(compare_sized(stage, embeds, want.embeddings[k]))
-    gen = nets.generate(embeds, deepstack, segments, options.tokens)
+    gen = nets.generate(embeds, deepstack, segments, options.tokens, forced=want.tokens[k])
     generation_stages(report, case.label, gen, want.prefill[k], want.decode[k], ref_tokens, want.text[k])
 
 
@@ -291,12 +291,16 @@ def verify(folder: Path, model_json: dict[str, Any], options: VerifyOptions) -> 
     depth = int(model_json["vision"]["depth"])
     want = _reference(processor, prompts, images, cases, options, depth)
     report = VerifyReport(str(folder))
-    with Qwen3VLNcnn(folder, model_json, num_threads=options.threads) as nets:
+    with Qwen3VLNcnn(folder, model_json, num_threads=options.threads, precision=options.precision) as nets:
         vision = _vision(nets, images, want, report, options)
         for k, case in enumerate(cases):
             say(options, f"ncnn: greedy decoding, case {k + 1} of {len(cases)} ({case.label})")
             _case(nets, case, images, vision, want, k, report, options)
     for p, text in enumerate(prompts):
         report.notes.append(f"prompt {p + 1}: {text!r}")
-    report.notes.append(f"reference: {options.checkpoint} (HF Qwen3VLForConditionalGeneration, fp32, CPU)")
+    report.notes.append(
+        f"reference: {options.checkpoint} (HF Qwen3VLForConditionalGeneration, fp32, CPU); "
+        f"ncnn at {options.precision}"
+    )
+    report.notes.append(TEACHER_FORCED)
     return report

@@ -75,6 +75,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         tokens=args.tokens,
         threads=args.threads,
         progress=progress,
+        precision=args.precision,
     )
     report = run_verify(Path(args.folder), options)
     report_text(args, report.to_text(), report.to_json())
@@ -117,9 +118,11 @@ def register(sub: Any) -> None:
         "verify",
         help="run a converted model in the ncnn wheel against its PyTorch reference, stage by stage",
         description="Load the models a rule file wrote (DIR/model.json names them and the verifier that "
-        "knows the model), run them with exact fp32 options beside the PyTorch reference, and print each "
-        "stage's cosine, max |diff| and NaN count, and greedy tokens side by side. Exit 1 when a stage is "
-        "below cosine 0.99999, has NaN/Inf, or tokens differ.",
+        "knows the model), run them (exact fp32 options unless --precision says otherwise) beside the "
+        "PyTorch reference, and print each stage's cosine, max |diff| and NaN count, and tokens side by "
+        "side (the ncnn argmax at each step, fed the reference's tokens) with their agreement and KL "
+        "divergence. Exit 1 below the criteria of the precision and the conversion's weight storage: for "
+        "exact fp32, a stage below cosine 0.99999, NaN/Inf, or tokens that differ.",
     )
     verify.add_argument("folder", help="the output folder of gsurg apply")
     verify.add_argument("--checkpoint", help="the reference checkpoint (default: the one converted)")
@@ -127,6 +130,15 @@ def register(sub: Any) -> None:
     verify.add_argument("--prompt", action="append", help="a prompt (repeat for several)")
     verify.add_argument("--tokens", type=int, default=32, help="greedy tokens per case (default 32)")
     verify.add_argument("--threads", type=int, default=1)
+    verify.add_argument(
+        "--precision",
+        choices=("fp32", "fp16", "auto"),  # verify.ncnn_fp32.PRECISIONS, without importing ncnn here
+        default="fp32",
+        help="how the ncnn wheel runs the nets: fp32 (exact; the default), fp16 (fp16 storage, packing and "
+        "arithmetic except in the layers calibration marked), auto (ncnn's defaults for this CPU); "
+        "block-quantized weights run their int kernels at every precision. The pass criteria follow "
+        "the precision and the conversion's weight storage",
+    )
     add_report_options(verify)
     verify.add_argument("-v", "--verbose", action="store_true", help="report each step on stderr")
     verify.set_defaults(func=cmd_verify)

@@ -38,7 +38,7 @@ from graphsurgeon.formats.model_bin import walk_bin
 from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.verify.errors import KVDecoderError
 from graphsurgeon.verify.kv_signature import CacheSlot, PathLike, inspect_decoder
-from graphsurgeon.verify.ncnn_fp32 import fp32_net
+from graphsurgeon.verify.ncnn_fp32 import Precision, load_net
 from graphsurgeon.verify.rope import RopeWidth, causal_mask, rope_inv_freq, rope_tables
 
 CacheBytesKind = Literal["logical", "allocated"]
@@ -160,6 +160,7 @@ class KVDecoder:
         head_dim: int | None = None,
         output: str | None = None,
         verify_bin: bool = True,
+        precision: Precision = "fp32",
     ) -> None:
         self.param = Path(param)
         self.model = Path(model)
@@ -173,7 +174,9 @@ class KVDecoder:
         self.rope_width: RopeWidth = "half" if self.signature.rope_interleaved else rope_width
         if verify_bin:
             walk_bin(graph, self.model)  # raises BinFormatError naming the first bad record
-        self._net: ncnn.Net | None = fp32_net(self.param, self.model, num_threads=num_threads)
+        self._net: ncnn.Net | None = load_net(
+            self.param, self.model, num_threads=num_threads, precision=precision
+        )
 
     @property
     def net(self) -> ncnn.Net:

@@ -22,7 +22,7 @@ from graphsurgeon.input_files import read_json_input
 from graphsurgeon.verify.embedding_matrix import quantized_embeddings
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.kv_session import KVDecoder, KVSession
-from graphsurgeon.verify.ncnn_fp32 import fp32_net
+from graphsurgeon.verify.ncnn_fp32 import Precision, load_net
 from graphsurgeon.verify.rope import rope_inv_freq
 
 #: The model.json families ``LlmChain`` reads by default (its own rule file's, ``rules/llm-kv-cache.yaml``).
@@ -49,7 +49,12 @@ class LlmChain:
     """The three nets of a converted LLM, loaded once; ``session()`` starts a sequence."""
 
     def __init__(
-        self, folder: Path | str, *, families: Collection[str] = LLM_FAMILIES, num_threads: int = 1
+        self,
+        folder: Path | str,
+        *,
+        families: Collection[str] = LLM_FAMILIES,
+        num_threads: int = 1,
+        precision: Precision = "fp32",
     ) -> None:
         self.folder = Path(folder)
         self.doc = read_family_model_json(self.folder, families, error=VerifyError)
@@ -61,15 +66,16 @@ class LlmChain:
             return self.folder / nets[name]["param"], self.folder / nets[name]["bin"]
 
         rope = self.doc["decoder"]["rope"]
-        self.embed_net = fp32_net(*files("embed"), num_threads=num_threads)
+        self.embed_net = load_net(*files("embed"), num_threads=num_threads, precision=precision)
         self.matrix = quantized_embeddings(self.folder, self.doc)  # the runtime's rows, when quantized
-        self.lm_head_net = fp32_net(*files("lm_head"), num_threads=num_threads)
+        self.lm_head_net = load_net(*files("lm_head"), num_threads=num_threads, precision=precision)
         self.decoder = KVDecoder(
             *files("decoder"),
             num_threads=num_threads,
             inv_freq=rope_inv_freq(int(rope["head_dim"]), float(rope["theta"])),
             head_dim=int(rope["head_dim"]),
             output=self.doc["decoder"]["output"],
+            precision=precision,
         )
 
     def _run(self, net: ncnn.Net, mat: ncnn.Mat, what: str) -> np.ndarray:
@@ -110,6 +116,19 @@ class LlmChain:
                 if token == eos:
                     break
                 step = session.decode_step(self.embed([token]))
+        return out
+
+    def forced_logits(self, prompt: list[int], tokens: list[int]) -> list[np.ndarray]:
+        """Teacher forcing: the logits ``[V]`` predicting each of ``tokens`` after ``prompt``, the model fed
+        ``tokens`` themselves (not its own argmax): a prefill of the prompt, then one step per token but
+        the last."""
+        out: list[np.ndarray] = []
+        with self.session() as session:
+            step = session.prefill(self.embed(prompt))
+            for k in range(len(tokens)):
+                out.append(self.logits(step.hidden[-1:])[-1])
+                if k + 1 < len(tokens):
+                    step = session.decode_step(self.embed([tokens[k]]))
         return out
 
     def close(self) -> None:

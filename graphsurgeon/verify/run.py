@@ -13,13 +13,16 @@ side file), and such a rule file must not be able to make gsurg run code."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from graphsurgeon.input_files import check_input
 from graphsurgeon.plugins import load_callable, referenced_file
+from graphsurgeon.verify.conversion_storage import conversion_storage
+from graphsurgeon.verify.criteria import Criteria, criteria_for
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.llm_chain import read_model_json
+from graphsurgeon.verify.ncnn_fp32 import Precision
 from graphsurgeon.verify.report import VerifyReport
 
 
@@ -33,6 +36,7 @@ class VerifyOptions:
     tokens: int = 32
     threads: int = 1
     progress: Callable[[str], None] | None = None
+    precision: Precision = "fp32"  # how the verifier loads the nets (ncnn_fp32.load_net)
 
 
 def run_verify(folder: Path, options: VerifyOptions) -> VerifyReport:
@@ -53,10 +57,23 @@ def run_verify(folder: Path, options: VerifyOptions) -> VerifyReport:
             f"{folder / 'model.json'}: verifier {verifier['ref']!r} lies inside the folder being verified "
             "(a conversion's outputs are never run as code); name a verifier outside it"
         )
+    criteria = criteria_for(options.precision, conversion_storage(folder, doc))
     fn = load_callable(verifier["ref"], folder, what="verifier", error=VerifyError)
     report = fn(folder, doc, options)
     if not isinstance(report, VerifyReport):
         raise VerifyError(
             f"verifier {verifier['ref']!r} returned a {type(report).__name__}, not a VerifyReport"
         )
+    return judged(report, criteria)
+
+
+def judged(report: VerifyReport, criteria: Criteria) -> VerifyReport:
+    """``report`` with every stage and case held to ``criteria``'s thresholds."""
+    report.stages = [replace(s, min_cosine=criteria.min_cosine) for s in report.stages]
+    if not criteria.exact:
+        report.tokens = [
+            replace(t, min_agreement=criteria.min_agreement, max_mean_kl=criteria.max_mean_kl)
+            for t in report.tokens
+        ]
+    report.criteria = criteria.describe()
     return report

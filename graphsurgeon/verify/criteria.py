@@ -1,0 +1,87 @@
+"""What a conversion must reach to pass ``gsurg verify``, per runtime precision and weight storage.
+
+Exact fp32 (fp32 weights run with fp32 options) must match the reference to ``cosine >= 0.99999`` at every
+stage and give the same tokens. Anything else computes with rounded weights or activations, so it is
+judged by how close it stays, not by equality:
+
+* every stage's cosine against the fp32 reference, at least ``min_cosine``;
+* **teacher-forced next-token agreement**: the converted model is fed the reference's own tokens, and at
+  every step its argmax is compared with the reference's (free-running greedy text of a random-weight
+  model diverges for good at the first near-tie, so it says little); at least ``min_agreement`` of the
+  steps must agree;
+* the mean **KL divergence** ``KL(reference || ours)`` of the next-token distributions over those steps, in
+  nats, at most ``max_mean_kl``.
+
+The thresholds were measured on the embedded tiny models (random weights) and set with a margin; the
+measurements are in the README's accuracy table and ``tests/test_verify_precision.py`` enforces them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from graphsurgeon.verify.report import MIN_COSINE
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """The thresholds for one precision x storage; ``exact`` demands equal tokens."""
+
+    precision: str
+    storage: str
+    min_cosine: float
+    min_agreement: float
+    max_mean_kl: float
+
+    @property
+    def exact(self) -> bool:
+        return self.min_agreement >= 1.0 and self.max_mean_kl == math.inf
+
+    def describe(self) -> str:
+        if self.exact:
+            return f"{self.precision} x {self.storage}: exact (cosine >= {self.min_cosine}, equal tokens)"
+        return (
+            f"{self.precision} x {self.storage}: cosine >= {self.min_cosine}, teacher-forced agreement >= "
+            f"{self.min_agreement:.0%}, mean KL <= {self.max_mean_kl}"
+        )
+
+
+EXACT = Criteria("fp32", "fp32", MIN_COSINE, 1.0, math.inf)
+
+#: (min_cosine, min_agreement, max_mean_kl) per weight storage, for runs that are not exact.
+_APPROXIMATE = {
+    "fp32": (0.9999, 0.95, 0.002),  # fp32 weights at fp16 / auto precision
+    "fp16": (0.9999, 0.95, 0.002),
+    "bf16": (0.999, 0.9, 0.01),
+    "int8": (0.995, 0.8, 0.05),
+    "int6": (0.99, 0.75, 0.08),
+    "int4": (0.95, 0.5, 0.5),
+}
+
+
+def criteria_for(precision: str, storage: str) -> Criteria:
+    """The thresholds a conversion stored as ``storage`` must reach when run at ``precision``."""
+    if precision == "fp32" and storage == "fp32":
+        return EXACT
+    if storage not in _APPROXIMATE:
+        raise ValueError(f"no verify criteria for weight storage {storage!r}")
+    cos, agree, kl = _APPROXIMATE[storage]
+    return Criteria(precision, storage, cos, agree, kl)
+
+
+def kl_divergence(reference: npt.ArrayLike, ours: npt.ArrayLike) -> float:
+    """``KL(softmax(reference) || softmax(ours))`` in nats, for two logit vectors of one step."""
+    p_log = _log_softmax(np.asarray(reference, dtype=np.float64).reshape(-1))
+    q_log = _log_softmax(np.asarray(ours, dtype=np.float64).reshape(-1))
+    if p_log.shape != q_log.shape:
+        raise ValueError(f"logits of {p_log.size} and {q_log.size} values")
+    return float(max(0.0, np.sum(np.exp(p_log) * (p_log - q_log))))
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    shifted = x - np.max(x)
+    return shifted - np.log(np.sum(np.exp(shifted)))
