@@ -52,13 +52,17 @@ std::string usage() {
   const size_t run = name.rfind("_run");
   const std::string rules = (run != std::string::npos && run + 4 == name.size() ? name.substr(0, run) : name);
   return "usage: " + name + " --model DIR [--image IMG]... (--prompt TEXT | --ids 1,2,3) [--gen N]\n"
-         "       " + pad + " [--threads N] [--temperature T] [--top-k K] [--top-p P]\n"
+         "       " + pad + " [--threads N] [--precision fp32|fp16|auto] [--temperature T] [--top-k K]\n"
+         "       " + pad + " [--top-p P]\n"
          "       " + pad + " [--repetition-penalty R] [--seed S] [--verbose]\n"
          "  --model DIR            the output of `gsurg apply rules/" + rules + ".yaml`\n"
          "  --image IMG            a PNG or JPEG image (repeatable; placed before the text)\n"
          "  --prompt TEXT          the user message (UTF-8); without --image the model answers text-only\n"
          "  --gen N                at most N new tokens (default 256); stops earlier at EOS\n"
          "  --threads N            CPU threads (default: physical big cores)\n"
+         "  --precision P          fp32 (default: exact), fp16 (fp16 storage, packing and arithmetic\n"
+         "                         where the CPU has them, except in calibrated layers) or auto (ncnn's\n"
+         "                         defaults); int8/int4 weights run their int kernels under all three\n"
          "  --temperature T        0 (default) = greedy; > 0 samples\n"
          "  --top-k K / --top-p P  sampling filters (0 / 1 = off)\n"
          "  --repetition-penalty R penalise ids already in the prompt or output (1 = off)\n"
@@ -110,6 +114,12 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
       a.gen = static_cast<int>(parse_integer(flag, value(), 1, 1 << 30));
     } else if (flag == "--threads") {
       a.threads = static_cast<int>(parse_integer(flag, value(), 1, 1024));
+    } else if (flag == "--precision") {
+      const std::string& p = value();
+      if (p == "fp32") a.precision = Precision::kFp32;
+      else if (p == "fp16") a.precision = Precision::kFp16;
+      else if (p == "auto") a.precision = Precision::kAuto;
+      else throw Error("--precision must be fp32, fp16 or auto, not \"" + p + "\"");
     } else if (flag == "--temperature") {
       a.sampling.temperature = parse_float(flag, value());
     } else if (flag == "--top-k") {

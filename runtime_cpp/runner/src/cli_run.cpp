@@ -60,7 +60,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
   if (args.has_prompt && args.prompt.find_first_not_of(" \t\r\n") == std::string::npos)
     throw Error("the prompt is empty");
   if (args.has_ids && args.ids.empty()) throw Error("--ids is empty");
-  Runtime runtime(args.model, threads, !args.no_mmap);
+  Runtime runtime(args.model, threads, !args.no_mmap, args.precision);
   const ModelConfig& cfg = runtime.config();
 #if PVL_HAVE_TOKENIZER
   const Tokenizer tok = Tokenizer::load(cfg.tokenizer_json);
@@ -115,8 +115,10 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
     const double prefill_s = result.prefill_seconds, decode_s = result.decode_seconds;
     const double prefill_rate = prefill_s > 0 ? result.prompt_tokens / prefill_s : 0.0;
     const double decode_rate = decode_s > 0 ? result.decode_steps / decode_s : 0.0;
-    std::fprintf(log, "model: %s, %d threads, embeddings from %s\n", cfg.folder.c_str(), threads,
-                 runtime.embedding_source().c_str());
+    const char* precision = args.precision == Precision::kFp16 ? "fp16"
+                            : args.precision == Precision::kAuto ? "auto" : "fp32";
+    std::fprintf(log, "model: %s, %d threads, precision %s, embeddings from %s\n", cfg.folder.c_str(),
+                 threads, precision, runtime.embedding_source().c_str());
     std::fprintf(log, "load: %.3f s\n", runtime.load_seconds());
     if (!images.empty()) {
       const int count = static_cast<int>(images.size());

@@ -18,8 +18,9 @@ double now_seconds() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-Runtime::Runtime(const std::string& model_dir, int threads, bool allow_map)
+Runtime::Runtime(const std::string& model_dir, int threads, bool allow_map, Precision precision)
     : cfg_(ModelConfig::load(model_dir, family_)), threads_(threads) {
+  for (auto& entry : cfg_.nets) entry.second.precision = precision;
   const double t0 = now_seconds();
   embeddings_.reset(new Embeddings(cfg_, threads_, allow_map));
   decoder_.reset(new Decoder(cfg_, threads_, family_->decoder_inputs()));

@@ -1,4 +1,5 @@
-// Loading and running one ncnn net with exact fp32 options and interface checks (see nets.hpp).
+// Loading and running one ncnn net at the run's precision (exact fp32 by default) with interface checks
+// (see nets.hpp).
 #include "pvl/nets.hpp"
 
 #include <algorithm>
@@ -55,12 +56,15 @@ bool contains(const std::vector<const char*>& names, const std::string& name) {
 
 LoadedNet::LoadedNet(const NetFiles& files, int threads) : files_(files), net_(new ncnn::Net) {
   ncnn::Option& opt = net_->opt;
-  opt.use_fp16_storage = false;
-  opt.use_fp16_packed = false;
-  opt.use_fp16_arithmetic = false;
-  opt.use_bf16_storage = false;
-  opt.use_bf16_packed = false;
-  opt.use_packing_layout = false;
+  if (files.precision != Precision::kAuto) {
+    const bool fp16 = files.precision == Precision::kFp16;
+    opt.use_fp16_storage = fp16;
+    opt.use_fp16_packed = fp16;
+    opt.use_fp16_arithmetic = fp16;
+    opt.use_bf16_storage = false;
+    opt.use_bf16_packed = false;
+    opt.use_packing_layout = fp16;
+  }
   opt.use_vulkan_compute = false;
   opt.num_threads = std::max(1, threads);
   {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "pvl/model_config.hpp"
 #include "pvl/sampler.hpp"
 
 namespace pvl {
@@ -25,6 +26,7 @@ struct CliArgs {
   std::vector<std::string> pixel_files;
   int gen = 256;
   int threads = 0;  // 0: ncnn's count of physical big cores
+  Precision precision = Precision::kFp32;
   SamplingOptions sampling;
   bool ignore_eos = false;
   bool print_ids = false;

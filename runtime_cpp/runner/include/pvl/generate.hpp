@@ -39,7 +39,9 @@ class Runtime {
  public:
   // allow_map false: the tied embedding rows are read from the file instead of a memory map (a test of
   // the fallback used where mapping fails).
-  Runtime(const std::string& model_dir, int threads, bool allow_map = true);
+  // precision: how every net runs (NetFiles::precision).
+  Runtime(const std::string& model_dir, int threads, bool allow_map = true,
+          Precision precision = Precision::kFp32);
   const ModelConfig& config() const { return cfg_; }
   const Family& family() const { return *family_; }
   double load_seconds() const { return load_seconds_; }

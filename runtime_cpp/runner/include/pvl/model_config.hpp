@@ -18,11 +18,18 @@ namespace pvl {
 
 class Family;
 
+// How the nets run (the runner's --precision; not from model.json): kFp32 exact fp32 (fp16/bf16 storage,
+// packing and arithmetic off), kFp16 ncnn's fp16 storage, packed storage, arithmetic and packing layout
+// where the CPU has them (ncnn skips the layers a conversion's calibration marked with 31=), kAuto ncnn's
+// own defaults for the CPU. Block-quantized Gemms run their int kernels under all three.
+enum class Precision { kFp32, kFp16, kAuto };
+
 struct NetFiles {
   std::string name;   // the key in model.json "nets"
   std::string param;  // full paths (folder joined)
   std::string bin;
   std::vector<std::string> inputs, outputs;
+  Precision precision = Precision::kFp32;  // set by the run, not read from model.json
 };
 
 struct DecoderSettings {
