@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build_ncnn.sh — build the ncnn C++ library (1.0.20261020) from its PyPI sdist into a cache outside the repo.
 #
-# Usage: build_ncnn.sh [--target host|mingw64] [--flavor full|lean] [--jobs N]
+# Usage: build_ncnn.sh [--target host|mingw64|aarch64] [--flavor full|lean] [--jobs N]
 #
 # Contract:
 #   - installs into ${GSURG_CACHE:-$HOME/.cache/gsurg}/ncnn-1.0.20261020-<target>/install
@@ -17,7 +17,11 @@
 #   - Vulkan, tools, examples, benchmark, python bindings and tests are off. host defaults to the full build
 #     (NCNN_RUNTIME_CPU on: every x86 kernel, dispatched at run time); mingw64 defaults to the lean build
 #     (AVX2+FMA+F16C compiled in; FMA4/XOP/AVX-512/VNNI off — FMA4/XOP on would emit AMD-only code).
-#   - missing Debian packages (cmake, g++, faketime, mingw-w64) are installed with apt-get when run as root.
+#     aarch64 (cmake/aarch64-linux-gnu.cmake, Debian's g++-aarch64-linux-gnu) is full only: an ARMv8-A
+#     baseline plus every ARM kernel ncnn's CMakeLists enables for GCC 12 (ARMv8.2 fp16/dotprod/fp16fml,
+#     v8.4 bf16/i8mm, v8.6 SVE/SVE2), dispatched at run time; OpenMP on, as for the other targets.
+#   - missing Debian packages (cmake, g++, faketime, mingw-w64 or the aarch64 cross compilers) are installed
+#     with apt-get when run as root.
 set -euo pipefail
 {  # the whole script is parsed before it runs: editing the file meanwhile cannot derail a running build
 
@@ -43,15 +47,19 @@ while [ $# -gt 0 ]; do
     --flavor) flavor=$2; shift 2 ;;
     --flavor=*) flavor=${1#*=}; shift ;;
     --jobs|-j) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build_ncnn.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-case "$target" in host|mingw64) ;; *) echo "build_ncnn.sh: --target must be host or mingw64" >&2; exit 2 ;; esac
+case "$target" in host|mingw64|aarch64) ;; *) echo "build_ncnn.sh: --target must be host, mingw64 or aarch64" >&2; exit 2 ;; esac
 if [ -z "$flavor" ]; then
-  if [ "$target" = host ]; then flavor=full; else flavor=lean; fi
+  if [ "$target" = mingw64 ]; then flavor=lean; else flavor=full; fi
 fi
 case "$flavor" in full|lean) ;; *) echo "build_ncnn.sh: --flavor must be full or lean" >&2; exit 2 ;; esac
+if [ "$target" = aarch64 ] && [ "$flavor" = lean ]; then
+  echo "build_ncnn.sh: --target aarch64 has only the full flavor (its lean switches are x86 ones)" >&2
+  exit 2
+fi
 
 log() { echo "[build_ncnn $target] $*" >&2; }
 
@@ -60,6 +68,7 @@ log() { echo "[build_ncnn $target] $*" >&2; }
 
 debs=(cmake make g++ faketime)
 [ "$target" = mingw64 ] && debs+=(g++-mingw-w64-x86-64-posix gcc-mingw-w64-x86-64-posix)
+[ "$target" = aarch64 ] && debs+=(g++-aarch64-linux-gnu gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu)
 ensure_debs build_ncnn.sh "${debs[@]}" || log "continuing without: the build may fail"
 
 # The configuration recorded in the stamp: an install is reused only when it was built this way.
@@ -74,13 +83,18 @@ if [ "$flavor" = lean ]; then
 else
   cmake_args+=(-DNCNN_RUNTIME_CPU=ON)
 fi
-if [ "$target" = mingw64 ]; then
-  cmake_args+=("-DCMAKE_TOOLCHAIN_FILE=$RUNTIME_DIR/cmake/mingw-w64-x86_64.cmake")
+toolchain_file=""
+case "$target" in
+  mingw64) toolchain_file="$RUNTIME_DIR/cmake/mingw-w64-x86_64.cmake" ;;
+  aarch64) toolchain_file="$RUNTIME_DIR/cmake/aarch64-linux-gnu.cmake" ;;
+esac
+if [ -n "$toolchain_file" ]; then
+  cmake_args+=("-DCMAKE_TOOLCHAIN_FILE=$toolchain_file")
 fi
 stamp_text="ncnn $NCNN_VERSION_FULL target=$target flavor=$flavor sha256=$NCNN_SHA256 args=${cmake_args[*]//$RUNTIME_DIR/RUNTIME}"
-if [ "$target" = mingw64 ]; then  # the toolchain's compilers and flags shape the library too
-  stamp_text+=" toolchain=$(grep -E '^set\((PVL_MINGW_TRIPLE|CMAKE_(SYSTEM_NAME|SYSTEM_PROCESSOR|C_COMPILER|CXX_COMPILER|C_FLAGS_INIT|CXX_FLAGS_INIT)) ' \
-    "$RUNTIME_DIR/cmake/mingw-w64-x86_64.cmake" | sha256sum | cut -c1-16)"
+if [ -n "$toolchain_file" ]; then  # the toolchain's compilers and flags shape the library too
+  stamp_text+=" toolchain=$(grep -E '^set\((PVL_(MINGW|AARCH64)_TRIPLE|CMAKE_(SYSTEM_NAME|SYSTEM_PROCESSOR|C_COMPILER|CXX_COMPILER|C_FLAGS_INIT|CXX_FLAGS_INIT)) ' \
+    "$toolchain_file" | sha256sum | cut -c1-16)"
 fi
 
 final_dir="$CACHE/ncnn-$NCNN_VERSION_FULL-$target"
