@@ -69,11 +69,13 @@ def run_verify(folder: Path, options: VerifyOptions) -> VerifyReport:
 
 def judged(report: VerifyReport, criteria: Criteria) -> VerifyReport:
     """``report`` with every stage and case held to ``criteria``'s thresholds."""
-    report.stages = [replace(s, min_cosine=criteria.min_cosine) for s in report.stages]
-    if not criteria.exact:
-        report.tokens = [
-            replace(t, min_agreement=criteria.min_agreement, max_mean_kl=criteria.max_mean_kl)
-            for t in report.tokens
-        ]
     report.criteria = criteria.describe()
+    if criteria.exact:
+        return report
+    report.exact = False
+    report.stages = [replace(s, min_cosine=criteria.min_cosine) for s in report.stages]
+    report.tokens = [replace(t, exact=False) for t in report.tokens]
+    report.min_mean_cosine = criteria.min_cosine
+    report.min_agreement = criteria.min_agreement
+    report.max_mean_kl = criteria.max_mean_kl
     return report
