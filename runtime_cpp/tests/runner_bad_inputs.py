@@ -132,6 +132,47 @@ def _narrower_hidden(doc: dict[str, Any]) -> None:
 TEXT = ["--prompt", "Describe the image.", "--gen", "4"]
 
 
+def precision_case(text: list[str]) -> BadCase:
+    """A --precision the runner does not have (issue 17 item 2: fp32, fp16, auto)."""
+    return BadCase(
+        "--precision fp8", [*text, "--precision", "fp8"], '--precision must be fp32, fp16 or auto, not "fp8"'
+    )
+
+
+def block_quant_cases(doc: dict[str, Any]) -> list[BadCase]:
+    """For a conversion with a block-quantized tied matrix (``doc``: its model.json; ``cases`` are for a
+    float one): ``embedding_matrix.block_quant`` made to disagree with the shape, the file or the formats
+    ncnn has. Each must be refused at load, naming the key (check_precision.py runs them)."""
+    entry = doc["embedding_matrix"]
+    quant = entry["block_quant"]
+    rows, cols = entry["shape"]
+    row_bytes, bits = int(quant["row_bytes"]), int(quant["bits"])
+    inside = int(entry["offset"]) + row_bytes  # the start of the second row's codes
+    text = ["--ids", "100,200,300", "--gen", "4"]
+    return [
+        BadCase(
+            "block_quant.row_bytes one more than the columns take",
+            text,
+            f'"embedding_matrix.block_quant.row_bytes" is {row_bytes + 1}, but {cols} columns of {bits} bits '
+            f"take {row_bytes} bytes",
+            _set(row_bytes + 1, "embedding_matrix", "block_quant", "row_bytes"),
+        ),
+        BadCase(
+            "block_quant.scales_offset inside the packed rows",
+            text,
+            f"embedding_matrix.block_quant.scales_offset {inside} lies inside the packed rows (bytes "
+            f"{entry['offset']} to {int(entry['offset']) + rows * row_bytes})",
+            _set(inside, "embedding_matrix", "block_quant", "scales_offset"),
+        ),
+        BadCase(
+            "block_quant.bits 5",
+            text,
+            '"embedding_matrix.block_quant.bits" must be 4, 6 or 8',
+            _set(5, "embedding_matrix", "block_quant", "bits"),
+        ),
+    ]
+
+
 def cases(runner: Runner) -> list[BadCase]:
     # Without the tokenizer the prompt is given as ids (plain byte-level tokens of any vocabulary); the
     # image id comes from the model's own model.json.
@@ -192,6 +233,7 @@ def cases(runner: Runner) -> list[BadCase]:
         BadCase("malformed number", [*text[:-1], "many"], "--gen"),
         BadCase("bad top-p", [*text, "--temperature", "1", "--top-p", "1.5"], "--top-p"),
         BadCase("no prompt", ["--gen", "4"], "--prompt"),
+        precision_case(text),
         BadCase("image tokens without images", ["--ids", f"100,{image_id},{image_id},200"], "image tokens"),
         # model.json against the nets' own shapes (issue 14 item 7): exit 2 naming the key, never a crash
         *(
