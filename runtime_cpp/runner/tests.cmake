@@ -86,3 +86,33 @@ foreach(mode greedy bad-input)
   add_test(NAME ${_name} COMMAND ${PVL_PYTHON} ${_q3_check} ${mode} ${_q3_run_args})
   set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED qwen3_vl_model TIMEOUT 900)
 endforeach()
+
+# The block-quantized and fp16 paths of both programs against the ncnn wheel running the same converted nets
+# in Python (runtime_cpp/tests/check_precision.py): the tiny checkpoints converted once more at storage int8
+# and int4 (fixtures runner_quantized_models, qwen3_vl_quantized_models; beside the fp32 conversions, so
+# a build tree that shares those shares these), then greedy tokens equal the chain's at --precision fp32 on
+# them and at fp16 / auto on the fp32 conversion, and a corrupted block_quant or --precision fp8 exits 2.
+set(_prec_check ${CMAKE_CURRENT_SOURCE_DIR}/../tests/check_precision.py)
+foreach(family penguin_vl qwen3_vl)
+  if(family STREQUAL "penguin_vl")
+    set(_prefix runner)
+    set(_fp32 ${_pvl_model})
+    set(_program penguin_vl_run)
+  else()
+    set(_prefix qwen3_vl)
+    set(_fp32 ${PVL_QWEN3_VL_MODEL_DIR})
+    set(_program qwen3_vl_run)
+  endif()
+  set(_quantized --quantized int8=${_fp32}_int8 --quantized int4=${_fp32}_int4)
+  add_test(NAME ${_prefix}_convert_quantized
+    COMMAND ${PVL_PYTHON} ${_prec_check} convert --family ${family} ${_quantized})
+  set_tests_properties(${_prefix}_convert_quantized PROPERTIES
+    FIXTURES_SETUP ${_prefix}_quantized_models TIMEOUT 900)
+  set(_args --family ${family} --runner $<TARGET_FILE:${_program}> --model ${_fp32} ${_quantized})
+  if(PVL_TEST_WRAPPER)
+    list(APPEND _args --wrapper "${PVL_TEST_WRAPPER}")
+  endif()
+  add_test(NAME ${_prefix}_precision COMMAND ${PVL_PYTHON} ${_prec_check} check ${_args})
+  set_tests_properties(${_prefix}_precision PROPERTIES
+    FIXTURES_REQUIRED "${_prefix}_model;${_prefix}_quantized_models" TIMEOUT 900)
+endforeach()

@@ -1,0 +1,431 @@
+"""ctest checks of the runners' block-quantized and fp16 paths against the ``ncnn`` wheel running the same
+converted nets in Python (``examples/penguin_vl/ncnn_chain.py`` ``PenguinNcnn``,
+``examples/qwen3_vl/ncnn_chain.py`` ``Qwen3VLNcnn``): both sides are ncnn 1.0.20261020 on the same CPU, so
+their greedy tokens must be equal, not close.
+
+    check_precision.py convert --family penguin_vl|qwen3_vl --quantized int8=DIR [--quantized int4=DIR]
+    check_precision.py check --family penguin_vl|qwen3_vl --runner EXE --model DIR
+                       --quantized int8=DIR [--quantized int4=DIR] [--wrapper CMD]
+
+``convert`` converts the family's embedded tiny checkpoint with the repository's gsurg (``apply
+rules/<family>.yaml --set storage=STORAGE``) into each DIR, reusing a DIR whose ``model.json`` is newer than
+every rule, template, schema, example source and quantizer file the conversion reads.
+
+``check`` (``--model``: the fp32 conversion, the one ``check_generate.py`` / ``check_qwen3_vl.py convert``
+make), every run with ``--ids`` and, for an image, ``--pixel-values`` made by the family's Python processor
+(so the build's optional tokenizer and preprocessing play no part), ``--gen 32 --ignore-eos --threads 1``,
+and the chain with one thread, free-running greedy past any EOS (as ``--ignore-eos``):
+
+* each quantized conversion at ``--precision fp32``: a text-only prompt and a prompt with one image; the
+  int8 conversion's text prompt once more with ``--no-mmap`` (its tied rows read from the file). The
+  chain takes the tied embedding rows from lm_head's block-quantized codes as the runner does
+  (``graphsurgeon/verify/embedding_matrix.py``), and ``--verbose`` must say the runner's rows come from
+  the matrix's .bin, not from the embed net;
+* the fp32 conversion at ``--precision fp16`` and ``auto``: the same two prompts, the chain at the same
+  precision; ``--verbose`` must name the precision. A note says how far the chain's fp16 logits are from
+  its fp32 ones (on a CPU without fp16 arithmetic they may pick the same tokens);
+* bad inputs on a copy of the int8 conversion (``runner_bad_inputs.block_quant_cases``: block_quant with
+  row_bytes off by one, scales_offset inside the rows, 5 bits) and ``--precision fp8``: exit 2, one error
+  line naming the key or the flag.
+
+A token mismatch prints both lists, the first differing step, and the chain's logits there: its argmax and
+the runner's token with their margin, which tells a near tie from a real difference. Exit status 0 when
+every check holds, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from runner_bad_inputs import block_quant_cases, precision_case, run_cases
+from runner_harness import (
+    REPO,
+    CheckFailed,
+    Runner,
+    first_difference,
+    gsurg_apply,
+    image_paths,
+    write_pixel_values,
+)
+
+from graphsurgeon.formats.model_json import read_model_json
+from graphsurgeon.verify.ncnn_fp32 import Precision
+
+NEW_TOKENS = 32
+STORAGES = ("int8", "int4")
+#: What a quantized conversion reads besides the family's own inputs: the block quantizer.
+QUANTIZER_INPUTS = ("graphsurgeon/quant",)
+
+
+# --- the two families -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    ids: list[int]  # the whole prompt, as --ids
+    images: list[tuple[np.ndarray, tuple[int, int]]]  # per image: its patches and patch grid
+    dumps: list[Path]  # the same patches as --pixel-values files
+
+
+class Generation(Protocol):
+    """What both chains' ``generate`` returns."""
+
+    prefill_logits: np.ndarray | None
+    decode_logits: list[np.ndarray]
+    tokens: list[int]
+    error: str
+
+
+class Side(Protocol):
+    """One family's prompts and chain."""
+
+    program: str
+    family: str
+
+    def cases(self, work: Path) -> list[Case]: ...
+
+    def chain(self, model: Path, precision: Precision) -> Any: ...
+
+    def greedy(self, chain: Any, case: Case, new_tokens: int) -> Generation: ...
+
+
+def _model_doc(model: Path, family: str) -> dict[str, Any]:
+    doc: dict[str, Any] = read_model_json(model, (family,))
+    return doc
+
+
+class PenguinSide:
+    """Penguin-VL: ids from the checkpoint's tokenizer and chat template, patches from
+    ``examples/penguin_vl/processor.py`` (raster order), the first corpus image."""
+
+    program = "penguin_vl_run"
+    family = "penguin_vl"
+    rules = "rules/penguin_vl.yaml"
+
+    def __init__(self, model: Path) -> None:
+        from examples.penguin_vl.config import load_files
+        from examples.penguin_vl.processor import PenguinTokenizer
+
+        self.files = load_files(Path(_model_doc(model, self.family)["verifier"]["checkpoint"]))
+        self.tokenizer = PenguinTokenizer(self.files)
+
+    def cases(self, work: Path) -> list[Case]:
+        from examples.penguin_vl.processor import load_and_preprocess, prompt_ids
+
+        name, path = image_paths(work)[0]
+        image = load_and_preprocess(path, self.files.processor)
+        dump = work / "penguin.pvlpix"
+        write_pixel_values(image, dump)
+        return [
+            Case("text-only", prompt_ids(self.tokenizer, "这是什么？Réponds en une phrase 🙂", []), [], []),
+            Case(
+                f"+ {name}",
+                prompt_ids(self.tokenizer, "Describe the image.", [image]),
+                [(image.pixel_values, image.grid)],
+                [dump],
+            ),
+        ]
+
+    def chain(self, model: Path, precision: Precision) -> Any:
+        from examples.penguin_vl.ncnn_chain import PenguinNcnn
+
+        return PenguinNcnn(model, _model_doc(model, self.family), num_threads=1, precision=precision)
+
+    def greedy(self, chain: Any, case: Case, new_tokens: int) -> Generation:
+        features = []
+        for pixels, grid in case.images:
+            vision = chain.encode_image(pixels, grid)
+            if vision.error:
+                raise CheckFailed(f"{case.label}: the chain's vision nets failed: {vision.error}")
+            features.append(vision.projector)
+        chain.eos_ids = set()  # free-running past any EOS, as --ignore-eos
+        result: Generation = chain.generate(chain.fuse(case.ids, features), new_tokens)
+        return result
+
+
+class Qwen3VLSide:
+    """Qwen3-VL: ids and merge-block patches from the checkpoint's HF processor
+    (``examples/qwen3_vl/processor.py``), the portrait crop ``check_qwen3_vl.py`` uses."""
+
+    program = "qwen3_vl_run"
+    family = "qwen3_vl"
+    rules = "rules/qwen3_vl.yaml"
+
+    def __init__(self, model: Path) -> None:
+        from examples.qwen3_vl.processor import load_processor
+
+        self.processor = load_processor(_model_doc(model, self.family)["verifier"]["checkpoint"])
+
+    def _case(self, label: str, prompt: str, images: Sequence[Path], work: Path) -> Case:
+        from check_qwen3_vl import write_pixels
+
+        from examples.qwen3_vl.processor import chat_inputs
+
+        inputs = chat_inputs(self.processor, list(images), prompt)
+        ids = [int(t) for t in inputs["input_ids"][0]]
+        patches: list[tuple[np.ndarray, tuple[int, int]]] = []
+        dumps: list[Path] = []
+        if images:
+            rows = inputs["pixel_values"].numpy().astype(np.float32)
+            start = 0
+            for k, (_, gh, gw) in enumerate(inputs["image_grid_thw"].tolist()):
+                patches.append((rows[start : start + gh * gw], (gh, gw)))
+                dumps.append(work / f"qwen3_vl_{k}_{gh}x{gw}.bin")
+                write_pixels(gh, gw, patches[-1][0], dumps[-1])
+                start += gh * gw
+        return Case(label, ids, patches, dumps)
+
+    def cases(self, work: Path) -> list[Case]:
+        from check_qwen3_vl import test_images
+
+        name, path = test_images(work)[0]
+        return [
+            self._case("text-only", "这是什么？Réponds en une phrase 🙂", [], work),
+            self._case(f"+ {name}", "Describe the image.", [path], work),
+        ]
+
+    def chain(self, model: Path, precision: Precision) -> Any:
+        from examples.qwen3_vl.ncnn_chain import Qwen3VLNcnn
+
+        return Qwen3VLNcnn(model, _model_doc(model, self.family), num_threads=1, precision=precision)
+
+    def greedy(self, chain: Any, case: Case, new_tokens: int) -> Generation:
+        vision = [chain.encode_image(pixels, grid) for pixels, grid in case.images]
+        for result in vision:
+            if result.error:
+                raise CheckFailed(f"{case.label}: the chain's vision nets failed: {result.error}")
+        segments = chain.segments(case.ids, [grid for _, grid in case.images])
+        embeds, deepstack = chain.fuse(case.ids, vision)
+        chain.eos_ids = set()  # free-running past any EOS, as --ignore-eos
+        out: Generation = chain.generate(embeds, deepstack, segments, new_tokens)
+        return out
+
+
+SIDES: dict[str, type[PenguinSide] | type[Qwen3VLSide]] = {"penguin_vl": PenguinSide, "qwen3_vl": Qwen3VLSide}
+
+
+def conversion_inputs(family: str) -> tuple[str, ...]:
+    """The files a family's conversion reads (the checkers' own lists) and the quantizer."""
+    if family == "penguin_vl":
+        from check_generate import CONVERSION_INPUTS as penguin_inputs
+
+        return (*penguin_inputs, *QUANTIZER_INPUTS)
+    from check_qwen3_vl import CONVERSION_INPUTS as qwen3_vl_inputs
+
+    return (*qwen3_vl_inputs, *QUANTIZER_INPUTS)
+
+
+# --- conversion -----------------------------------------------------------------------------------------
+
+
+def convert(family: str, quantized: dict[str, Path]) -> None:
+    """The embedded tiny checkpoint converted at each storage into its folder (reused while newer than
+    every input)."""
+    rules = REPO / SIDES[family].rules
+    for storage, out in quantized.items():
+        gsurg_apply(rules, out, conversion_inputs(family), ["-q", "--set", f"storage={storage}"])
+        doc = _model_doc(out, family)
+        entry = doc["embedding_matrix"]
+        if entry.get("storage") != storage or "block_quant" not in entry:
+            raise CheckFailed(
+                f"{out}: model.json embedding_matrix has storage {entry.get('storage')!r} and "
+                f"{'a' if 'block_quant' in entry else 'no'} block_quant, not {storage!r} with block_quant"
+            )
+
+
+# --- runner against chain -------------------------------------------------------------------------------
+
+
+@contextmanager
+def opened(side: Side, model: Path, precision: Precision) -> Iterator[Any]:
+    chain = side.chain(model, precision)
+    try:
+        yield chain
+    finally:
+        chain.close()
+
+
+def runner_tokens(
+    runner: Runner, model: Path, case: Case, precision: Precision, extra: Sequence[str] = ()
+) -> tuple[list[int], str]:
+    """The runner's greedy tokens for a case, and its --verbose lines."""
+    args = ["--ids", ",".join(str(i) for i in case.ids)]
+    for dump in case.dumps:
+        args += ["--pixel-values", str(dump)]
+    args += ["--gen", str(NEW_TOKENS), "--ignore-eos", "--print-ids", "--threads", "1"]
+    args += ["--precision", precision, "--verbose", *extra]
+    result = runner.run(args, model=model)
+    doc = result.ids()
+    if doc["prompt_tokens"] != len(case.ids):
+        raise CheckFailed(f"the runner read {doc['prompt_tokens']} prompt tokens, not {len(case.ids)}")
+    return [int(t) for t in doc["tokens"]], result.stderr
+
+
+def explain(got: Sequence[int], want: Generation) -> str:
+    """Both token lists, the first differing step and the chain's logits there (the prefix before it is
+    the same on both sides, so they are the logits the runner's choice was made from)."""
+    at = first_difference(got, want.tokens)
+    lines = [f"tokens differ at step {at}", f"  runner: {list(got)}", f"  chain:  {list(want.tokens)}"]
+    steps = [want.prefill_logits, *want.decode_logits]
+    if at < min(len(got), len(want.tokens)) and at < len(steps) and steps[at] is not None:
+        logits = np.asarray(steps[at])
+        top, theirs = int(np.argmax(logits)), int(got[at])
+        margin = float(logits[top] - logits[theirs])
+        kind = "a near tie" if margin < 1e-3 else "not a near tie"
+        lines.append(
+            f"  chain logits at step {at}: its argmax {top} at {float(logits[top]):.6f}, the runner's "
+            f"{theirs} at {float(logits[theirs]):.6f} (margin {margin:.6f}, {kind})"
+        )
+    return "\n".join(lines)
+
+
+def compare_case(
+    runner: Runner,
+    side: Side,
+    chain: Any,
+    model: Path,
+    case: Case,
+    precision: Precision,
+    *,
+    extra: Sequence[str] = (),
+    rows_from: str | None = None,
+) -> Generation:
+    """One case on both sides; ``rows_from``: the .bin the runner's --verbose must read its embedding rows
+    from."""
+    want = side.greedy(chain, case, NEW_TOKENS)
+    if want.error:
+        raise CheckFailed(f"the chain failed: {want.error}")
+    got, log = runner_tokens(runner, model, case, precision, extra)
+    if f"precision {precision}," not in log:
+        raise CheckFailed(f"--verbose does not name precision {precision}: {log.strip()!r}")
+    if rows_from is not None:
+        source = log.partition("embeddings from ")[2].splitlines()[0] if "embeddings from " in log else ""
+        if source.startswith("embed net") or rows_from not in source:
+            raise CheckFailed(
+                f"--verbose does not say the embedding rows come from {rows_from}: {log.strip()!r}"
+            )
+    if got != want.tokens:
+        raise CheckFailed(explain(got, want))
+    return want
+
+
+def check(runner: Runner, side: Side, quantized: dict[str, Path], work: Path) -> list[str]:
+    failures: list[str] = []
+    cases = side.cases(work)
+
+    def attempt(label: str, *args: Any, **kwargs: Any) -> Generation | None:
+        try:
+            got = compare_case(runner, side, *args, **kwargs)
+        except CheckFailed as err:
+            print(f"FAIL {label}: {err}", flush=True)
+            failures.append(label)
+            return None
+        print(f"ok   {label}: {NEW_TOKENS} tokens equal the chain's ({got.tokens[:6]}...)", flush=True)
+        return got
+
+    # the block-quantized conversions at exact fp32 options
+    for storage, model in quantized.items():
+        rows_from = _model_doc(model, side.family)["embedding_matrix"]["bin"]
+        with opened(side, model, "fp32") as chain:
+            for case in cases:
+                attempt(f"{storage} at fp32, {case.label}", chain, model, case, "fp32", rows_from=rows_from)
+            if storage == "int8":
+                label = f"{storage} at fp32, {cases[0].label}, --no-mmap"
+                attempt(label, chain, model, cases[0], "fp32", extra=["--no-mmap"], rows_from=rows_from)
+    # the fp32 conversion at ncnn's fp16 options and at its defaults
+    with opened(side, runner.model, "fp32") as chain:
+        exact = [side.greedy(chain, case, NEW_TOKENS) for case in cases]
+    precisions: tuple[Precision, ...] = ("fp16", "auto")
+    for precision in precisions:
+        with opened(side, runner.model, precision) as chain:
+            for case, fp32 in zip(cases, exact, strict=True):
+                got = attempt(
+                    f"fp32 conversion at {precision}, {case.label}", chain, runner.model, case, precision
+                )
+                if got is not None:
+                    print(f"note {precision}, {case.label}: {precision_spread(got, fp32)}", flush=True)
+    # corrupted block_quant entries and an unknown precision
+    if "int8" in quantized:
+        bad = block_quant_cases(_model_doc(quantized["int8"], side.family))
+        bad.append(precision_case(["--ids", ",".join(str(i) for i in cases[0].ids), "--gen", "2"]))
+        with tempfile.TemporaryDirectory(prefix="precision-bad-") as tmp:
+            failures += run_cases(Runner(runner.program, quantized["int8"], runner.wrapper), bad, Path(tmp))
+    return failures
+
+
+def precision_spread(got: Generation, fp32: Generation) -> str:
+    """How the chain's tokens and logits at another precision compare with its exact fp32 ones."""
+    ours = [got.prefill_logits, *got.decode_logits]
+    exact = [fp32.prefill_logits, *fp32.decode_logits]
+    spread = max(
+        (
+            float(np.abs(a - b).max())
+            for a, b in zip(ours, exact, strict=False)
+            if a is not None and b is not None
+        ),
+        default=0.0,
+    )
+    same = "the same tokens as" if got.tokens == fp32.tokens else "other tokens than"
+    return f"the chain picks {same} at fp32; its logits differ from the fp32 ones by up to {spread:.3g}"
+
+
+# --- entry ----------------------------------------------------------------------------------------------
+
+
+def _storage_dirs(values: Sequence[str], parser: argparse.ArgumentParser) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for value in values:
+        storage, sep, folder = value.partition("=")
+        if not sep or storage not in STORAGES or not folder:
+            parser.error(f"--quantized takes STORAGE=DIR with STORAGE one of {list(STORAGES)}, not {value!r}")
+        out[storage] = Path(folder).resolve()
+    if not out:
+        parser.error("give at least one --quantized STORAGE=DIR")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("mode", choices=("convert", "check"))
+    parser.add_argument("--family", choices=sorted(SIDES), required=True)
+    parser.add_argument("--quantized", action="append", default=[], metavar="STORAGE=DIR")
+    parser.add_argument("--runner")
+    parser.add_argument("--model", type=Path, help="check: the fp32 conversion")
+    parser.add_argument("--wrapper", default="", help="a command the program runs under, e.g. wine")
+    args = parser.parse_args(argv)
+    quantized = _storage_dirs(args.quantized, parser)
+    try:
+        if args.mode == "convert":
+            convert(args.family, quantized)
+            return 0
+        if args.runner is None or args.model is None:
+            parser.error("check needs --runner EXE and --model DIR")
+        model = args.model.resolve()
+        runner = Runner(args.runner, model, shlex.split(args.wrapper))
+        side = SIDES[args.family](model)
+        with tempfile.TemporaryDirectory(prefix="precision-") as tmp:
+            failures = check(runner, side, quantized, Path(tmp))
+    except CheckFailed as err:
+        print(err, file=sys.stderr)
+        return 1
+    if failures:
+        print(f"{len(failures)} failed: {failures}")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
