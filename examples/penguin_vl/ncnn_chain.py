@@ -36,7 +36,7 @@ from graphsurgeon.ir.graph import Blob, Graph, Layer
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.llm_chain import LlmChain
 from graphsurgeon.verify.ncnn_fp32 import Precision, load_net
-from graphsurgeon.verify.rope import rope_inv_freq
+from graphsurgeon.verify.rope import cos_sin, rope_inv_freq
 
 VISION_NETS = ("vision_embed_patch", "vision_encoder", "vision_projector")
 #: The model.json families this chain runs.
@@ -51,7 +51,7 @@ def vision_rope_tables(grid: tuple[int, int], theta: float, head_dim: int) -> tu
     rows = np.repeat(np.arange(gh, dtype=np.float32), gw).reshape(-1, 1)
     cols = np.tile(np.arange(gw, dtype=np.float32), gh).reshape(-1, 1)
     angles = np.concatenate([rows * inv, cols * inv], axis=1).astype(np.float32)
-    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    return cos_sin(angles)
 
 
 def _readers(blob: Blob) -> list[Layer]:

@@ -5,7 +5,8 @@
 * per image (one vision call each, so attention stays inside the image): the ``patch_embed`` net on the
   processor's ``pixel_values`` rows; the four bilinear taps of every patch on the learned position table
   (``vision.position_embedding``: grid side, ``align_corners``), looked up with the ``pos_embed`` net and
-  weighted here; the ViT's 2-D RoPE tables (``vision.rope``, ``vision_tables.vision_rope_tables``); the
+  weighted here; the ViT's 2-D RoPE tables (``vision.rope``, ``vision_tables.vision_rope_angles``, cos and
+  sin computed as the runtime computes them: ``verify.rope.cos_sin``); the
   ``vision`` net, whose every block output is read from its residual stream; the main merger and one
   DeepStack merger per tap (``vision.deepstack``) on the 2x2 rows side by side;
 * per prompt: the ``embed`` net's rows with the ``<|image_pad|>`` rows (``tokens.image_pad``) overwritten,
@@ -38,11 +39,12 @@ from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.verify import mrope
 from graphsurgeon.verify.embedding_matrix import quantized_embeddings
 from graphsurgeon.verify.errors import VerifyError
-from graphsurgeon.verify.mrope import RopeSettings, Segment, cos_sin, layout_table
+from graphsurgeon.verify.mrope import RopeSettings, Segment, layout_table
+from graphsurgeon.verify.mrope import cos_sin as mrope_cos_sin
 from graphsurgeon.verify.ncnn_fp32 import Precision, load_net
-from graphsurgeon.verify.rope import rope_inv_freq
+from graphsurgeon.verify.rope import cos_sin, rope_inv_freq
 
-from .vision_tables import vision_rope_tables
+from .vision_tables import vision_rope_angles
 
 #: The model.json families this chain runs.
 FAMILIES = ("qwen3_vl",)
@@ -214,13 +216,14 @@ class Qwen3VLNcnn:
             )
             pos = (rows[0].reshape(4, gh * gw, -1) * weights[..., None]).sum(0, dtype=np.float32)
             rope = self.vision["rope"]
-            cos, sin = vision_rope_tables(gh, gw, int(rope["head_dim"]), float(rope["theta"]), self.merge)
+            angles = vision_rope_angles(gh, gw, int(rope["head_dim"]), float(rope["theta"]), self.merge)
+            cos, sin = cos_sin(angles.numpy())
             enc = self.vision["encoder"]
             feeds = {
                 enc["hidden"]: _mat(patch),
                 enc["pos"]: _mat(pos),
-                enc["cos"]: _mat(cos.numpy()),
-                enc["sin"]: _mat(sin.numpy()),
+                enc["cos"]: _mat(cos),
+                enc["sin"]: _mat(sin),
             }
             taps = [d["tap"] for d in self.taps]
             got = self._run(enc["net"], feeds, [*self.stream, enc["output"], *taps])
@@ -319,13 +322,13 @@ class Qwen3VLNcnn:
         """cos/sin ``[L, head_dim]`` of the prompt in the decoder's layout, and the first decode position."""
         prompt = mrope.positions(segments, self.merge)  # the counter gsurg rope prints
         assert self.rope.layout is not None
-        cos, sin = cos_sin(layout_table(self.rope.layout, self.rope, prompt))
+        cos, sin = mrope_cos_sin(layout_table(self.rope.layout, self.rope, prompt))
         return cos, sin, prompt.next_position
 
     def _text_rope(self, position: int) -> tuple[np.ndarray, np.ndarray]:
         angles = np.float32(position) * self.inv_freq.reshape(1, -1)
         full = np.concatenate([angles, angles], axis=1)
-        return np.cos(full).astype(np.float32), np.sin(full).astype(np.float32)
+        return cos_sin(full)
 
     # ---- the decoder -----------------------------------------------------------------------------------
 

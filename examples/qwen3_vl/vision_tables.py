@@ -41,16 +41,21 @@ def merge_block_positions(gh: int, gw: int, merge: int = 2) -> tuple[torch.Tenso
     return blocks(rows), blocks(cols)
 
 
-def vision_rope_tables(
-    gh: int, gw: int, head_dim: int, theta: float, merge: int = 2
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin ``[gh*gw, head_dim]`` of the ViT's axial 2-D RoPE, in patch order."""
+def vision_rope_angles(gh: int, gw: int, head_dim: int, theta: float, merge: int = 2) -> torch.Tensor:
+    """The float32 angles ``[gh*gw, head_dim]`` of the ViT's axial 2-D RoPE, in patch order."""
     if head_dim % 4:
         raise ValueError(f"the ViT head_dim {head_dim} must be a multiple of 4 (a quarter per axis and half)")
     inv = inverse_frequencies(head_dim // 2, theta)[None, :]  # head_dim/4 frequencies
     rows, cols = merge_block_positions(gh, gw, merge)
     half = torch.cat((rows.to(torch.float32)[:, None] * inv, cols.to(torch.float32)[:, None] * inv), dim=-1)
-    angles = torch.cat((half, half), dim=-1)
+    return torch.cat((half, half), dim=-1)
+
+
+def vision_rope_tables(
+    gh: int, gw: int, head_dim: int, theta: float, merge: int = 2
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin ``[gh*gw, head_dim]`` of the ViT's axial 2-D RoPE, in patch order (torch's float32)."""
+    angles = vision_rope_angles(gh, gw, head_dim, theta, merge)
     return angles.cos(), angles.sin()
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from graphsurgeon.errors import GsurgError
+from graphsurgeon.verify.rope import cos_sin as rope_cos_sin
 from graphsurgeon.verify.rope import rope_inv_freq
 
 LAYOUTS = ("interleaved", "block", "1d")
@@ -313,4 +314,4 @@ def layout_table(name: str, settings: RopeSettings, prompt: Prompt) -> LayoutTab
 def cos_sin(table: LayoutTable) -> tuple[np.ndarray, np.ndarray]:
     """float32 ``[L, head_dim]`` cos and sin rows (the angles repeated over both halves), HF's layout."""
     full = np.concatenate([table.angles, table.angles], axis=1)
-    return np.cos(full).astype(np.float32), np.sin(full).astype(np.float32)
+    return rope_cos_sin(full)

@@ -17,9 +17,24 @@ RopeWidth = Literal["full", "half"]
 
 
 def rope_inv_freq(head_dim: int, theta: float = 1_000_000.0) -> np.ndarray:
-    """HF's default ``inv_freq`` (float32, ``head_dim/2`` values): ``1 / theta^(2j/D)``."""
-    exponent = np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / np.float32(head_dim)
-    return (1.0 / (np.float32(theta) ** exponent)).astype(np.float32)
+    """HF's default ``inv_freq`` (float32, ``head_dim/2`` values): ``1 / theta^(2j/D)``, each power a scalar
+    float32 one, i.e. C's ``powf`` — what torch's float32 power and the C++ runtime give. numpy's vectorised
+    float32 power differs from ``powf`` in the last bit for about a third of the values on an AVX-512 CPU,
+    and an 8-bit Gemm, which quantizes its inputs per block as it runs, can turn one such bit into another
+    token."""
+    base = np.float32(theta)
+    d = np.float32(head_dim)
+    return np.array(
+        [np.float32(1.0) / (base ** (np.float32(j) / d)) for j in range(0, head_dim, 2)], np.float32
+    )
+
+
+def cos_sin(angles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of float32 ``angles``, each computed in double and rounded to float32, as the C++
+    runtime computes its tables (numpy's float32 cos differs from that in the last bit for ~15 % of
+    values)."""
+    wide = np.asarray(angles, dtype=np.float32).astype(np.float64)
+    return np.cos(wide).astype(np.float32), np.sin(wide).astype(np.float32)
 
 
 def llama3_inv_freq(
@@ -45,7 +60,7 @@ def llama3_inv_freq(
 def rope_tables(
     positions: Sequence[int] | np.ndarray, inv_freq: np.ndarray, *, width: RopeWidth = "full"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin rows for absolute ``positions`` (float32, computed as HF does in float32).
+    """cos and sin rows for absolute ``positions`` (float32 angles as HF computes them; ``cos_sin``).
 
     ``full``: ``[T, D]`` = ``cat(freqs, freqs)`` (HF layout; R1020 RotaryEmbed also accepts a full row whose
     halves differ). ``half``: ``[T, D/2]`` (also the only layout ``0=1`` interleaved reads)."""
@@ -53,7 +68,7 @@ def rope_tables(
     freqs = pos * np.asarray(inv_freq, dtype=np.float32).reshape(1, -1)
     if width == "full":
         freqs = np.concatenate([freqs, freqs], axis=1)
-    return np.cos(freqs).astype(np.float32), np.sin(freqs).astype(np.float32)
+    return cos_sin(freqs)
 
 
 def causal_mask(start: int, length: int) -> np.ndarray:
