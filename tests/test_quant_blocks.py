@@ -164,3 +164,12 @@ def test_the_ncnn_wheel_runs_8_bits_with_activations_quantized_per_block_too(tmp
     assert np.abs(got - expected).max() < 1e-4
     # and it is further from A @ W^T than the 4-bit-style dequantized product alone would be
     assert np.abs(got - a @ dequantize(q.packed, q.scales, fmt, 64).T).max() > 1e-4
+
+
+def test_a_value_just_below_half_a_step_rounds_down_as_c_roundf_does() -> None:
+    """0.49999997 (the float32 below 0.5) + 0.5 is 1.0 in float32; roundf gives 0."""
+    below_half = float(np.nextafter(np.float32(0.5), np.float32(0)))
+    w = np.array([[7.0, below_half, -below_half, 0.5, -0.5, 1.5]], dtype=np.float32)
+    q = quantize(w, BlockFormat(4, 32), "minmax")  # absmax 7 -> scale exactly 1
+    assert q.scales[0, 0] == 1.0
+    assert unpack(q.packed, 4, 6).tolist() == [[7, 0, 0, 1, -1, 2]]

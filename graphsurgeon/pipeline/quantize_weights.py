@@ -17,13 +17,13 @@ import numpy as np
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Layer
 from graphsurgeon.ir.weights import Storage, Weight
-from graphsurgeon.quant.blocks import BlockFormat, QuantMethod, codes, pack, row_chunks
+from graphsurgeon.quant.blocks import AUTO_METHOD, BlockFormat, QuantMethod, codes, pack, row_chunks
 from graphsurgeon.quant.blocks import choose_scales as _choose_scales
 from graphsurgeon.schema.catalog import WeightQuantizeSpec
 from graphsurgeon.schema.expr import evaluate, evaluate_size
 
 QUANT_BITS = {"int8": 8, "int6": 6, "int4": 4}
-Method = Literal["minmax", "clip"]
+Method = Literal["auto", "minmax", "clip"]
 
 
 class QuantizeError(GsurgError):
@@ -75,6 +75,7 @@ def quantize_layer_weight(
     """Store ``layer``'s ``wq.weight`` block-quantized as ``storage`` (``int8``/``int6``/``int4``): set the
     format param, replace the weight by its packed codes and add the scales slot. Returns the change line."""
     fmt = BlockFormat(QUANT_BITS[storage], block)
+    chosen: QuantMethod = AUTO_METHOD[fmt.bits] if method == "auto" else method
     env = layer.env()
     rows, cols = evaluate_size(wq.rows, env), evaluate_size(wq.cols, env)
     weight = layer.weights[wq.weight]
@@ -88,7 +89,7 @@ def quantize_layer_weight(
     def values() -> np.ndarray:
         return np.asarray(weight.numpy(), dtype=np.float32).reshape(rows, cols)
 
-    source = _Source(values, fmt, method)
+    source = _Source(values, fmt, chosen)
     layer.set(wq.term, fmt.quantize_term)
     active = {aw.name: aw for aw in layer.spec.active_weights(layer.env())} if layer.spec else {}
     packed_slot, scales_slot = active.get(wq.weight), active.get(wq.scales)
@@ -106,6 +107,6 @@ def quantize_layer_weight(
         source.scales, shape=scales_slot.shape, load_type=scales_slot.load_type, storage=Storage.RAW
     )
     return (
-        f"{layer.name}.{wq.weight}: {old_storage} -> {storage} (block {block}, {method}; "
+        f"{layer.name}.{wq.weight}: {old_storage} -> {storage} (block {block}, {chosen}; "
         f"{wq.term}={fmt.quantize_term})"
     )

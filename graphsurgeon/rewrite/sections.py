@@ -131,10 +131,11 @@ class StoragePolicy(StrictModel):
     block: Literal[32, 64, 128] = Field(
         default=64, description="int8/int6/int4: values per block scale (ncnn: 32, 64 or 128)"
     )
-    method: Literal["minmax", "clip"] = Field(
-        default="clip",
-        description="int8/int6/int4: how a block's scale is chosen: minmax (no value clipped) or clip (the "
-        "clipping of the min-max range with the least squared error; minmax is one of its candidates)",
+    method: Literal["auto", "minmax", "clip"] = Field(
+        default="auto",
+        description="int8/int6/int4: how a block's scale is chosen: minmax (no value clipped), clip (the "
+        "clipping of the min-max range with the least squared error; minmax is one of its candidates), or "
+        "auto (clip at 4 and 6 bits, minmax at 8, where clipping never paid in the measurements)",
     )
     unquantized: StorageName = Field(
         default="fp32",
