@@ -344,7 +344,8 @@ def check(
             print(f"FAIL {label}: {err}", flush=True)
             failures.append(label)
             return None
-        print(f"ok   {label}: {NEW_TOKENS} tokens equal the chain's ({got.tokens[:6]}...)", flush=True)
+        checked = kwargs.get("prefix") or NEW_TOKENS
+        print(f"ok   {label}: {checked} tokens equal the chain's ({got.tokens[:6]}...)", flush=True)
         return got
 
     # the block-quantized conversions at exact fp32 options
@@ -357,8 +358,8 @@ def check(
                 attempt(label, chain, model, case, "fp32", rows_from=rows_from, prefix=prefix)
             if storage == "int8":
                 label = f"{storage} at fp32, {cases[0].label}, --no-mmap"
-                no_mmap = ["--no-mmap"]
-                attempt(label, chain, model, cases[0], "fp32", extra=no_mmap, rows_from=rows_from, prefix=prefix)
+                kwargs = {"extra": ["--no-mmap"], "rows_from": rows_from, "prefix": prefix}
+                attempt(label, chain, model, cases[0], "fp32", **kwargs)
     # the fp32 conversion at ncnn's fp16 options and at its defaults
     with opened(side, runner.model, "fp32") as chain:
         exact = [side.greedy(chain, case, NEW_TOKENS) for case in cases]
