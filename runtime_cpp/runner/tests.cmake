@@ -112,8 +112,11 @@ foreach(family penguin_vl qwen3_vl)
   if(PVL_TEST_WRAPPER)
     list(APPEND _args --wrapper "${PVL_TEST_WRAPPER}")
   endif()
-  if(CMAKE_CROSSCOMPILING)  # another ncnn build than the wheel's: its int8 kernels sum in another order
-    list(APPEND _args --int8-prefix 4)
+  if(CMAKE_CROSSCOMPILING)  # another ncnn build than the wheel's: int8 kernels, and on ARM fp16 arithmetic
+    list(APPEND _args --cross-prefix 4)
+  endif()
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm)")  # real fp16 arithmetic: not the x86 wheel's
+    list(APPEND _args --fp16-report-only)
   endif()
   add_test(NAME ${_prefix}_precision COMMAND ${PVL_PYTHON} ${_prec_check} check ${_args})
   set_tests_properties(${_prefix}_precision PROPERTIES
