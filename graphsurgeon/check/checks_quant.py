@@ -44,9 +44,6 @@ ACCEPTED_FORM: Mapping[str, tuple[frozenset[int], frozenset[int] | None]] = {
     "output_elemtype": (frozenset({0, 1}), frozenset({0, 1})),
     "output_transpose": (frozenset({0}), frozenset({0, 1})),
 }
-#: The per-input scales slot of each layer type's block-quantized weight (the catalog's slot name), beside
-#: the block scales the catalog's ``weight_quantize.scales`` names.
-INPUT_SCALES = {"Gemm": "B_input_scales"}
 
 
 def _at(layer: Layer) -> dict[str, object]:
@@ -117,7 +114,7 @@ def scales_kind(catalog: Catalog, rec: WeightRecord) -> str | None:
     wq = spec.weight_quantize if spec is not None else None
     if wq is not None and rec.slot == wq.scales:
         return "block"
-    if INPUT_SCALES.get(rec.layer_type) == rec.slot:
+    if wq is not None and rec.slot == wq.input_scales:
         return "input"
     return None
 

@@ -96,7 +96,8 @@ class WeightQuantizeSpec:
     """Where a layer type can hold one weight block-quantized (``weight_quantize`` in the catalog): the
     float slot ``weight`` (a ``[rows, cols]`` matrix) becomes packed codes, ``scales`` the slot its per-block
     scales then occupy, ``term`` the param that selects the format (ncnn's ``bits * 100 + block code``),
-    ``when`` the params under which the layer accepts it."""
+    ``when`` the params under which the layer accepts it; ``input_scales`` the slot of the per-input scales
+    a term with format 1 adds."""
 
     weight: str
     scales: str
@@ -105,6 +106,7 @@ class WeightQuantizeSpec:
     cols: str | int
     when: str | int = 1
     doc: str = ""
+    input_scales: str | None = None  # the per-input scales slot a term with format 1 adds, if any
 
 
 @dataclass(frozen=True)
@@ -299,6 +301,7 @@ def _weight_quantize(type_name: str, raw: Mapping[str, Any] | None) -> WeightQua
             cols=raw["cols"],
             when=raw.get("when", 1),
             doc=raw.get("doc", ""),
+            input_scales=raw.get("input_scales"),
         )
     except KeyError as exc:
         raise CatalogError(f"catalog {type_name}: weight_quantize has no {exc.args[0]}") from None
@@ -315,7 +318,8 @@ def _check_layer(spec: LayerSpec) -> None:
         exprs += [wq.rows, wq.cols, wq.when]
         slots = {w.name for w in spec.weights}
         params = {p.name for p in spec.params.values()}
-        if wq.weight not in slots or wq.scales not in slots or wq.term not in params:
+        named = [wq.weight, wq.scales] + ([wq.input_scales] if wq.input_scales else [])
+        if any(slot not in slots for slot in named) or wq.term not in params:
             raise CatalogError(f"catalog {spec.type}: weight_quantize names a slot or param the layer lacks")
     for expr in exprs:
         if isinstance(expr, str) and expr in LOAD_TYPES:
