@@ -17,8 +17,7 @@ import numpy as np
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Layer
 from graphsurgeon.ir.weights import Storage, Weight
-from graphsurgeon.quant.blocks import AUTO_METHOD, BlockFormat, QuantMethod, codes, pack, row_chunks
-from graphsurgeon.quant.blocks import choose_scales as _choose_scales
+from graphsurgeon.quant.blocks import AUTO_METHOD, BlockFormat, QuantMethod, quantize
 from graphsurgeon.schema.catalog import WeightQuantizeSpec
 from graphsurgeon.schema.expr import evaluate, evaluate_size
 
@@ -53,14 +52,9 @@ class _Source:
         self._scales: np.ndarray | None = None
 
     def packed(self) -> np.ndarray:
-        w = self.values()
-        packed_parts, scale_parts = [], []
-        for part in row_chunks(w):
-            scales = _choose_scales(part, self.fmt, self.method)
-            packed_parts.append(pack(codes(part, scales, self.fmt), self.fmt.bits))
-            scale_parts.append(scales)
-        self._scales = np.concatenate(scale_parts)
-        return np.concatenate(packed_parts)
+        quantized = quantize(self.values(), self.fmt, self.method)
+        self._scales = quantized.scales
+        return quantized.packed
 
     def scales(self) -> np.ndarray:
         if self._scales is None:
