@@ -36,7 +36,7 @@ if str(REPO) not in sys.path:  # run as a script: the repo's examples/ is not an
 
 from examples.penguin_vl.checkpoint import tensor_shapes  # noqa: E402
 from examples.penguin_vl.config import config_from_dict  # noqa: E402
-from examples.penguin_vl.make_tiny import make_tiny, real_dims_tensor  # noqa: E402
+from examples.penguin_vl.make_tiny import VISION_FOLDER, make_tiny, real_dims_tensor  # noqa: E402
 
 IMAGE = REPO.parent / "shared" / "corpus" / "images" / "photo_20180413_3.jpg"
 
@@ -89,9 +89,10 @@ def write_checkpoint(folder: Path, seed: int = 0) -> None:
         }
     )
     (folder / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    (folder / "vision_encoder" / "config.json").write_text(json.dumps(vision, indent=2) + "\n")
-    pre = json.loads((folder / "preprocessor_config.json").read_text()) | {"max_tokens": 16384}
-    (folder / "preprocessor_config.json").write_text(json.dumps(pre, indent=2) + "\n")
+    (folder / VISION_FOLDER / "config.json").write_text(json.dumps(vision, indent=2) + "\n")
+    for pre_path in (folder / "preprocessor_config.json", folder / VISION_FOLDER / "preprocessor_config.json"):
+        pre = json.loads(pre_path.read_text()) | {"max_tokens": 16384}  # the two copies must agree
+        pre_path.write_text(json.dumps(pre, indent=2) + "\n")
     shapes = tensor_shapes(config_from_dict(cfg))
     header: dict[str, object] = {"__metadata__": {"format": "pt"}}
     offset = 0

@@ -73,7 +73,8 @@ std::string usage() {
          "  --pixel-values FILE    a preprocessed image dump (PVLPIX01) instead of --image\n"
          "  --print-ids            print {\"prompt_tokens\": N, \"tokens\": [...]} as the last stdout line\n"
          "  --ignore-eos           do not stop at EOS: generate exactly --gen tokens\n"
-         "  --no-mmap              read the tied embedding rows from the file instead of a memory map\n";
+         "  --no-mmap              read the weights (.bin files, tied embedding rows) with file reads\n"
+         "                         instead of memory maps\n";
 }
 
 CliArgs parse_args(const std::vector<std::string>& argv) {

@@ -20,7 +20,10 @@ double now_seconds() {
 
 Runtime::Runtime(const std::string& model_dir, int threads, bool allow_map, Precision precision)
     : cfg_(ModelConfig::load(model_dir, family_)), threads_(threads) {
-  for (auto& entry : cfg_.nets) entry.second.precision = precision;
+  for (auto& entry : cfg_.nets) {
+    entry.second.precision = precision;
+    entry.second.map_weights = allow_map;
+  }
   const double t0 = now_seconds();
   embeddings_.reset(new Embeddings(cfg_, threads_, allow_map));
   decoder_.reset(new Decoder(cfg_, threads_, family_->decoder_inputs()));

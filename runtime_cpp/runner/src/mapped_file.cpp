@@ -1,6 +1,7 @@
 // Read-only file view: mmap / MapViewOfFile, or ranged reads as a fallback (see mapped_file.hpp).
 #include "pvl/mapped_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -109,6 +110,20 @@ void MappedFile::read(uint64_t offset, size_t n, void* out) const {
   std::FILE* f = static_cast<std::FILE*>(stream_);
   if (!seek(f, offset) || std::fread(out, 1, n, f) != n) throw Error(path_ + ": read failed at byte "
       + std::to_string(offset));
+}
+
+void MappedFile::release(uint64_t offset, uint64_t n) const {
+#ifndef _WIN32
+  if (base_ == nullptr || offset >= size_) return;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t end = std::min(size_, offset + n) / page * page;
+  const uint64_t begin = (offset + page - 1) / page * page;
+  if (end > begin)
+    madvise(const_cast<unsigned char*>(base_) + begin, static_cast<size_t>(end - begin), MADV_DONTNEED);
+#else
+  (void)offset;
+  (void)n;
+#endif
 }
 
 }  // namespace pvl

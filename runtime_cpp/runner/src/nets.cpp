@@ -27,6 +27,40 @@ class CountingReader : public ncnn::DataReaderFromStdio {
   mutable size_t consumed = 0;
 };
 
+// Hands ncnn the mapped .bin: reference() gives a pointer into the mapping (ncnn's ModelBin then wraps it
+// in a Mat without copying), read() copies (the 4-byte tags and anything ncnn wants to own). Bounded by
+// the file's size, so a short .bin fails the load as it does through stdio. Each call first drops the
+// pages before the current offset from the resident set: those belong to layers ncnn has already loaded
+// and set up (it runs load_model then create_pipeline layer by layer), which either repacked them into
+// their own buffers or fault them back in from the page cache when they run.
+class MappedReader : public ncnn::DataReader {
+ public:
+  explicit MappedReader(const MappedFile& file) : file_(file) {}
+  size_t read(void* buf, size_t size) const override {
+    size = std::min<uint64_t>(size, file_.size() - offset_);
+    std::memcpy(buf, file_.data() + offset_, size);
+    advance(size);
+    return size;
+  }
+  size_t reference(size_t size, const void** buf) const override {
+    if (size > file_.size() - offset_) return 0;  // ncnn falls back to read(), which comes up short
+    *buf = file_.data() + offset_;
+    advance(size);
+    return size;
+  }
+  uint64_t consumed() const { return offset_; }
+
+ private:
+  void advance(size_t size) const {
+    file_.release(released_, offset_ - released_);
+    released_ = offset_;
+    offset_ += size;
+  }
+  const MappedFile& file_;
+  mutable uint64_t offset_ = 0;
+  mutable uint64_t released_ = 0;
+};
+
 using FilePtr = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
 
 FilePtr open_or_throw(const std::string& path) {
@@ -82,15 +116,45 @@ LoadedNet::LoadedNet(const NetFiles& files, int threads) : files_(files), net_(n
           + ".outputs)");
   }
   graph_ = ParamGraph::read(files.param);
-  FilePtr f = open_or_throw(files.bin);
+  if (files.map_weights) {
+    bin_map_.reset(new MappedFile(files.bin));
+    if (bin_map_->mapped()) {
+      load_weights_mapped(*bin_map_);
+      return;
+    }
+    bin_map_.reset();  // the platform would not map it: read it as below
+  }
+  load_weights_read();
+}
+
+namespace {
+
+[[noreturn]] void throw_bad_bin(const NetFiles& files) {
+  throw Error(files.bin + ": too short or malformed for " + files.param + " (ncnn could not load its weights)");
+}
+
+void check_consumed(const NetFiles& files, uint64_t consumed, uint64_t size) {
+  if (consumed != size)
+    throw Error(files.bin + ": " + files.param + " reads " + std::to_string(consumed) + " of its " +
+                std::to_string(size) + " bytes: the .bin does not belong to this .param");
+}
+
+}  // namespace
+
+void LoadedNet::load_weights_mapped(const MappedFile& bin) {
+  MappedReader reader(bin);
+  const int ret = net_->load_model(reader);
+  bin.release(0, bin.size());  // the last layer's pages too: whatever runs faults back what it keeps
+  if (ret != 0) throw_bad_bin(files_);
+  check_consumed(files_, reader.consumed(), bin.size());
+}
+
+void LoadedNet::load_weights_read() {
+  FilePtr f = open_or_throw(files_.bin);
   uint64_t size = file_size(f.get());
   CountingReader reader(f.get());
-  if (net_->load_model(reader) != 0)
-    throw Error(files.bin + ": too short or malformed for " + files.param
-        + " (ncnn could not load its weights)");
-  if (reader.consumed != size)
-    throw Error(files.bin + ": " + files.param + " reads " + std::to_string(reader.consumed) + " of its " +
-                std::to_string(size) + " bytes: the .bin does not belong to this .param");
+  if (net_->load_model(reader) != 0) throw_bad_bin(files_);
+  check_consumed(files_, reader.consumed, size);
 }
 
 void LoadedNet::input(ncnn::Extractor& ex, const std::string& blob, const ncnn::Mat& mat) const {

@@ -37,8 +37,8 @@ struct GenerateResult {
 
 class Runtime {
  public:
-  // allow_map false: the tied embedding rows are read from the file instead of a memory map (a test of
-  // the fallback used where mapping fails).
+  // allow_map false: every net's .bin and the tied embedding rows are read from the files instead of
+  // memory maps (NetFiles::map_weights; the fallback used where mapping fails, and a test of it).
   // precision: how every net runs (NetFiles::precision).
   Runtime(const std::string& model_dir, int threads, bool allow_map = true,
           Precision precision = Precision::kFp32);

@@ -22,6 +22,12 @@ class MappedFile {
   const std::string& path() const { return path_; }
   // Copies bytes [offset, offset+n) into out; throws when the range passes the end of the file.
   void read(uint64_t offset, size_t n, void* out) const;
+  // The mapping's first byte (null when reading through the stream). Valid while this object lives.
+  const unsigned char* data() const { return base_; }
+  // Drops this process's pages of the whole pages inside [offset, offset+n) from its resident set
+  // (madvise MADV_DONTNEED on a read-only shared mapping: the bytes stay what the file holds, a later
+  // access faults them back in from the page cache). Nothing on Windows or when not mapped.
+  void release(uint64_t offset, uint64_t n) const;
 
  private:
   std::string path_;

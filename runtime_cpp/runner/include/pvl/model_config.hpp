@@ -30,6 +30,9 @@ struct NetFiles {
   std::string bin;
   std::vector<std::string> inputs, outputs;
   Precision precision = Precision::kFp32;  // set by the run, not read from model.json
+  // Set by the run (the runner's --no-mmap clears it): load the .bin through a read-only memory map, so
+  // ncnn references the weights in place instead of copying each into a fresh buffer first.
+  bool map_weights = true;
 };
 
 struct DecoderSettings {

@@ -3,7 +3,10 @@
 // because Gemm packs its weights for it), with checks a bare ncnn load does not make: the .param parses,
 // the .bin is consumed exactly (a .bin of another .param is refused, naming both), and every interface
 // blob model.json names is an input / output of the graph. graph() keeps the .param's layers and params
-// for the checks of net_checks.hpp. Helpers turn row-major float buffers into 2-D Mats
+// for the checks of net_checks.hpp. The .bin is memory-mapped where the platform allows (NetFiles::
+// map_weights): ncnn then references each weight in the mapping rather than allocating and filling a copy,
+// the layers that repack (Gemm) read straight from the page cache, and the pages a finished layer no longer
+// needs leave the resident set as loading moves on. Helpers turn row-major float buffers into 2-D Mats
 // and back, and run a one-input one-output net; every ncnn failure is a pvl::Error naming net and blob.
 #pragma once
 
@@ -13,6 +16,7 @@
 
 #include <net.h>
 
+#include "pvl/mapped_file.hpp"
 #include "pvl/model_config.hpp"
 #include "pvl/param_graph.hpp"
 
@@ -35,7 +39,13 @@ class LoadedNet {
   ncnn::Mat extract(ncnn::Extractor& ex, const std::string& blob, int type = 0) const;
 
  private:
+  void load_weights_mapped(const MappedFile& bin);
+  void load_weights_read();
+
   NetFiles files_;
+  // The mapped .bin when files.map_weights: ncnn's Mats may point into it, so it outlives net_ (members
+  // are destroyed in reverse order).
+  std::unique_ptr<MappedFile> bin_map_;
   std::unique_ptr<ncnn::Net> net_;
   ParamGraph graph_;
 };
