@@ -116,7 +116,7 @@ foreach(family penguin_vl qwen3_vl)
     list(APPEND _args --cross-prefix 4)
   endif()
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm)")  # real fp16 arithmetic: not the x86 wheel's
-    list(APPEND _args --fp16-report-only)
+    list(APPEND _args --fp16-teacher-forced)
   endif()
   add_test(NAME ${_prefix}_precision COMMAND ${PVL_PYTHON} ${_prec_check} check ${_args})
   set_tests_properties(${_prefix}_precision PROPERTIES

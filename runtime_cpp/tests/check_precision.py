@@ -69,6 +69,7 @@ from runner_harness import (
 )
 
 from graphsurgeon.formats.model_json import read_model_json
+from graphsurgeon.verify.criteria import criteria_for
 from graphsurgeon.verify.ncnn_fp32 import Precision
 
 NEW_TOKENS = 32
@@ -107,7 +108,9 @@ class Side(Protocol):
 
     def chain(self, model: Path, precision: Precision) -> Any: ...
 
-    def greedy(self, chain: Any, case: Case, new_tokens: int) -> Generation: ...
+    def greedy(
+        self, chain: Any, case: Case, new_tokens: int, forced: Sequence[int] | None = None
+    ) -> Generation: ...
 
 
 def _model_doc(model: Path, family: str) -> dict[str, Any]:
@@ -152,7 +155,9 @@ class PenguinSide:
 
         return PenguinNcnn(model, _model_doc(model, self.family), num_threads=1, precision=precision)
 
-    def greedy(self, chain: Any, case: Case, new_tokens: int) -> Generation:
+    def greedy(
+        self, chain: Any, case: Case, new_tokens: int, forced: Sequence[int] | None = None
+    ) -> Generation:
         features = []
         for pixels, grid in case.images:
             vision = chain.encode_image(pixels, grid)
@@ -160,7 +165,7 @@ class PenguinSide:
                 raise CheckFailed(f"{case.label}: the chain's vision nets failed: {vision.error}")
             features.append(vision.projector)
         chain.eos_ids = set()  # free-running past any EOS, as --ignore-eos
-        result: Generation = chain.generate(chain.fuse(case.ids, features), new_tokens)
+        result: Generation = chain.generate(chain.fuse(case.ids, features), new_tokens, forced)
         return result
 
 
@@ -210,7 +215,9 @@ class Qwen3VLSide:
 
         return Qwen3VLNcnn(model, _model_doc(model, self.family), num_threads=1, precision=precision)
 
-    def greedy(self, chain: Any, case: Case, new_tokens: int) -> Generation:
+    def greedy(
+        self, chain: Any, case: Case, new_tokens: int, forced: Sequence[int] | None = None
+    ) -> Generation:
         vision = [chain.encode_image(pixels, grid) for pixels, grid in case.images]
         for result in vision:
             if result.error:
@@ -218,7 +225,7 @@ class Qwen3VLSide:
         segments = chain.segments(case.ids, [grid for _, grid in case.images])
         embeds, deepstack = chain.fuse(case.ids, vision)
         chain.eos_ids = set()  # free-running past any EOS, as --ignore-eos
-        out: Generation = chain.generate(embeds, deepstack, segments, new_tokens)
+        out: Generation = chain.generate(embeds, deepstack, segments, new_tokens, forced=forced)
         return out
 
 
@@ -267,13 +274,21 @@ def opened(side: Side, model: Path, precision: Precision) -> Iterator[Any]:
 
 
 def runner_tokens(
-    runner: Runner, model: Path, case: Case, precision: Precision, extra: Sequence[str] = ()
+    runner: Runner,
+    model: Path,
+    case: Case,
+    precision: Precision,
+    extra: Sequence[str] = (),
+    forced: Sequence[int] | None = None,
 ) -> tuple[list[int], str]:
-    """The runner's greedy tokens for a case, and its --verbose lines."""
+    """The runner's greedy tokens for a case (with ``forced``: its picks under ``--force-ids``), and its
+    --verbose lines."""
     args = ["--ids", ",".join(str(i) for i in case.ids)]
     for dump in case.dumps:
         args += ["--pixel-values", str(dump)]
     args += ["--gen", str(NEW_TOKENS), "--ignore-eos", "--print-ids", "--threads", "1"]
+    if forced is not None:
+        args += ["--force-ids", ",".join(str(t) for t in forced)]
     args += ["--precision", precision, "--verbose", *extra]
     result = runner.run(args, model=model)
     doc = result.ids()
@@ -342,18 +357,15 @@ def check(
     quantized: dict[str, Path],
     work: Path,
     cross_prefix: int = 0,
-    fp16_report_only: bool = False,
+    fp16_teacher_forced: bool = False,
 ) -> list[str]:
     failures: list[str] = []
     cases = side.cases(work)
 
-    def attempt(label: str, *args: Any, report_only: bool = False, **kwargs: Any) -> Generation | None:
+    def attempt(label: str, *args: Any, **kwargs: Any) -> Generation | None:
         try:
             got = compare_case(runner, side, *args, **kwargs)
         except CheckFailed as err:
-            if report_only:
-                print(f"note {label} (reported, not checked): {err}", flush=True)
-                return None
             print(f"FAIL {label}: {err}", flush=True)
             failures.append(label)
             return None
@@ -373,23 +385,32 @@ def check(
                 label = f"{storage} at fp32, {cases[0].label}, --no-mmap"
                 kwargs = {"extra": ["--no-mmap"], "rows_from": rows_from, "prefix": prefix}
                 attempt(label, chain, model, cases[0], "fp32", **kwargs)
-    # the fp32 conversion at ncnn's fp16 options and at its defaults
+    # the fp32 conversion at exact options, teacher-forced on another token stream: picks equal the chain's
     with opened(side, runner.model, "fp32") as chain:
         exact = [side.greedy(chain, case, NEW_TOKENS) for case in cases]
+        for case, fp32 in zip(cases, exact, strict=True):
+            label = f"fp32 conversion at fp32, {case.label}, --force-ids"
+            try:
+                check_forced(runner, side, chain, case, fp32.tokens[1:] + fp32.tokens[:1])
+                print(f"ok   {label}: {NEW_TOKENS} teacher-forced picks equal the chain's", flush=True)
+            except CheckFailed as err:
+                print(f"FAIL {label}: {err}", flush=True)
+                failures.append(label)
+    # the fp32 conversion at ncnn's fp16 options and at its defaults
     precisions: tuple[Precision, ...] = ("fp16", "auto")
     for precision in precisions:
+        if fp16_teacher_forced:
+            label = f"fp32 conversion at {precision}, teacher-forced agreement"
+            try:
+                print(f"ok   {label}: {forced_agreement(runner, cases, exact, precision)}", flush=True)
+            except CheckFailed as err:
+                print(f"FAIL {label}: {err}", flush=True)
+                failures.append(label)
+            continue
         with opened(side, runner.model, precision) as chain:
             for case, fp32 in zip(cases, exact, strict=True):
                 label = f"fp32 conversion at {precision}, {case.label}"
-                got = attempt(
-                    label,
-                    chain,
-                    runner.model,
-                    case,
-                    precision,
-                    prefix=cross_prefix,
-                    report_only=fp16_report_only,
-                )
+                got = attempt(label, chain, runner.model, case, precision, prefix=cross_prefix)
                 if got is not None:
                     print(f"note {precision}, {case.label}: {precision_spread(got, fp32)}", flush=True)
     # corrupted block_quant entries and an unknown precision
@@ -399,6 +420,39 @@ def check(
         with tempfile.TemporaryDirectory(prefix="precision-bad-") as tmp:
             failures += run_cases(Runner(runner.program, quantized["int8"], runner.wrapper), bad, Path(tmp))
     return failures
+
+
+def check_forced(runner: Runner, side: Side, chain: Any, case: Case, forced: list[int]) -> None:
+    """The runner's picks under ``--force-ids forced`` equal the chain's teacher-forced argmaxes."""
+    want = side.greedy(chain, case, NEW_TOKENS, forced)
+    if want.error:
+        raise CheckFailed(f"the chain failed: {want.error}")
+    got, _ = runner_tokens(runner, runner.model, case, "fp32", forced=forced)
+    if got != want.tokens:
+        raise CheckFailed(explain(got, want))
+
+
+def forced_agreement(runner: Runner, cases: list[Case], exact: list[Generation], precision: Precision) -> str:
+    """Teacher-forced next-token agreement of the runner at ``precision`` with the chain's exact fp32 greedy
+    tokens, pooled over the cases: fed the fp32 tokens, how many of its picks are the fp32 argmax. Must
+    reach ``gsurg verify``'s agreement for fp32 weights run at fp16 (graphsurgeon/verify/criteria.py);
+    raises CheckFailed below it. Returns the figures."""
+    agree = total = 0
+    parts = []
+    for case, fp32 in zip(cases, exact, strict=True):
+        got, log = runner_tokens(runner, runner.model, case, precision, forced=fp32.tokens)
+        if f"precision {precision}," not in log:
+            raise CheckFailed(f"--verbose does not name precision {precision}: {log.strip()!r}")
+        if len(got) != len(fp32.tokens):
+            raise CheckFailed(f"{case.label}: {len(got)} picks under --force-ids, not {len(fp32.tokens)}")
+        same = sum(a == b for a, b in zip(got, fp32.tokens, strict=True))
+        agree, total = agree + same, total + len(got)
+        parts.append(f"{case.label} {same}/{len(got)}")
+    need = criteria_for(precision, "fp32").min_agreement
+    figures = f"{agree}/{total} = {agree / total:.1%} ({', '.join(parts)}; at least {need:.0%} needed)"
+    if agree / total < need:
+        raise CheckFailed(f"agreement {figures}")
+    return figures
 
 
 def precision_spread(got: Generation, fp32: Generation) -> str:
@@ -450,10 +504,10 @@ def main(argv: list[str] | None = None) -> int:
         "kernels and fp16 arithmetic differ from the x86 wheel's; 0, the default: all)",
     )
     parser.add_argument(
-        "--fp16-report-only",
+        "--fp16-teacher-forced",
         action="store_true",
-        help="fp16/auto cases are reported, not checked (ARM: ncnn computes in fp16 there, the x86 wheel "
-        "in fp32)",
+        help="fp16/auto cases are judged by the runner's teacher-forced agreement with the chain's fp32 "
+        "tokens, not by equal tokens (ARM: ncnn computes in fp16 there, the x86 wheel in fp32)",
     )
     args = parser.parse_args(argv)
     quantized = _storage_dirs(args.quantized, parser)
@@ -467,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         runner = Runner(args.runner, model, shlex.split(args.wrapper))
         side = SIDES[args.family](model)
         with tempfile.TemporaryDirectory(prefix="precision-") as tmp:
-            failures = check(runner, side, quantized, Path(tmp), args.cross_prefix, args.fp16_report_only)
+            failures = check(runner, side, quantized, Path(tmp), args.cross_prefix, args.fp16_teacher_forced)
     except CheckFailed as err:
         print(err, file=sys.stderr)
         return 1

@@ -30,13 +30,13 @@ float parse_float(const std::string& flag, const std::string& text) {
   return static_cast<float>(v);
 }
 
-std::vector<int> parse_ids(const std::string& text) {
+std::vector<int> parse_ids(const std::string& flag, const std::string& text) {
   std::vector<int> ids;
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
     std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    ids.push_back(static_cast<int>(parse_integer("--ids", item, 0, 2147483647LL)));
+    ids.push_back(static_cast<int>(parse_integer(flag, item, 0, 2147483647LL)));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -73,6 +73,8 @@ std::string usage() {
          "  --pixel-values FILE    a preprocessed image dump (PVLPIX01) instead of --image\n"
          "  --print-ids            print {\"prompt_tokens\": N, \"tokens\": [...]} as the last stdout line\n"
          "  --ignore-eos           do not stop at EOS: generate exactly --gen tokens\n"
+         "  --force-ids 4,5,6      teacher forcing: the model picks N tokens (printed), but after pick i\n"
+         "                         the i-th id is fed back instead; ignores EOS, at most --gen picks\n"
          "  --no-mmap              read the weights (.bin files, tied embedding rows) with file reads\n"
          "                         instead of memory maps\n";
 }
@@ -107,7 +109,7 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
       a.prompt = value();
       a.has_prompt = true;
     } else if (flag == "--ids") {
-      a.ids = parse_ids(value());
+      a.ids = parse_ids(flag, value());
       a.has_ids = true;
     } else if (flag == "--pixel-values") {
       a.pixel_files.push_back(value());
@@ -131,6 +133,8 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
       a.sampling.repetition_penalty = parse_float(flag, value());
     } else if (flag == "--seed") {
       a.sampling.seed = static_cast<uint64_t>(parse_integer(flag, value(), 0, 9223372036854775807LL));
+    } else if (flag == "--force-ids") {
+      a.force_ids = parse_ids(flag, value());
     } else if (flag == "--ignore-eos") {
       a.ignore_eos = true;
     } else if (flag == "--print-ids") {

@@ -85,12 +85,13 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
   GenerateOptions options;
   options.max_new_tokens = args.gen;
   options.ignore_eos = args.ignore_eos;
+  options.forced = args.force_ids;
   options.sampling = args.sampling;
 #if PVL_HAVE_TOKENIZER
   StreamDecoder stream(tok);
 #endif
   auto on_token = [&](int id) {
-    if (!args.ignore_eos && cfg.is_eos(id)) return;  // the stop token is not part of the answer
+    if (!args.ignore_eos && args.force_ids.empty() && cfg.is_eos(id)) return;  // EOS ends the answer
 #if PVL_HAVE_TOKENIZER
     const std::string text = stream.push(id);
 #else

@@ -82,12 +82,16 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
   t0 = now_seconds();
   while (true) {
     const int token = sampler.next(logits, history);
+    const size_t picked = result.tokens.size();
+    const bool forcing = !options.forced.empty();
     result.tokens.push_back(token);
-    history.push_back(token);
     on_token(token);
-    if ((!options.ignore_eos && cfg_.is_eos(token))
-        || static_cast<int>(result.tokens.size()) >= budget) break;
-    std::vector<float> row = embeddings_->rows({token});
+    if ((!options.ignore_eos && !forcing && cfg_.is_eos(token))
+        || static_cast<int>(result.tokens.size()) >= budget
+        || (forcing && result.tokens.size() >= options.forced.size())) break;
+    const int fed = forcing ? options.forced[picked] : token;
+    history.push_back(fed);
+    std::vector<float> row = embeddings_->rows({fed});
     StepInputs decode;
     decode.rope = positions->tables(session.position(), 1);
     last = session.step(row, 1, decode);

@@ -29,6 +29,7 @@ struct CliArgs {
   Precision precision = Precision::kFp32;
   SamplingOptions sampling;
   bool ignore_eos = false;
+  std::vector<int> force_ids;  // --force-ids: teacher forcing (GenerateOptions::forced)
   bool print_ids = false;
   bool verbose = false;
   bool no_mmap = false;

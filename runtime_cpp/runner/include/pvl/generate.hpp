@@ -25,6 +25,10 @@ struct GenerateOptions {
   int max_new_tokens = 256;
   bool ignore_eos = false;
   SamplingOptions sampling;
+  // Teacher forcing when not empty: the model still picks every new token (result.tokens), but the token
+  // fed back after pick i is forced[i] (and the sampler's history holds the forced ones). Picks stop after
+  // forced.size() tokens or max_new_tokens, whichever comes first; EOS stops nothing.
+  std::vector<int> forced;
 };
 
 struct GenerateResult {
