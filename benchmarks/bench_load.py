@@ -7,14 +7,16 @@ the fp32 PyTorch reference loading its checkpoint, warm and cold page cache, in 
 * ``penguin_vl_run`` on each conversion given, with one image and ``--gen 1``, so that every net is loaded
   (the LLM nets at start, the vision nets on first use); its ``--verbose`` ``load`` figure, which covers
   both; once with the weights memory-mapped (the default) and once with ``--no-mmap`` (every .bin read
-  into buffers ncnn allocates: how the runtime loaded before);
+  into buffers ncnn allocates: how the runtime loaded before); with ``--hugetlb`` once more mapped under
+  ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (glibc backs large allocations, such as the buffers Gemm
+  repacks its weights into, with transparent huge pages where the kernel's THP mode is ``madvise``);
 * warm: every file of the case read once just before; cold: the case's files dropped from the page cache
   (``POSIX_FADV_DONTNEED``) just before, so the load reads the disk;
 * each run in its own child, the cases interleaved round by round, medians over ``--repeat`` rounds, and
   the child's peak RSS (``ru_maxrss``, mapped file pages included).
 
     python benchmarks/bench_load.py [--work DIR] [--runner PATH] [--repeat 3]
-        [--models out,out-int8,out-int4] [--modes warm,cold]
+        [--models out,out-int8,out-int4] [--modes warm,cold] [--hugetlb]
 
 ``--work`` is the folder ``bench_penguin_vl_run.py`` uses (checkpoint and conversions made when missing).
 """
@@ -67,6 +69,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--models", default="out", help="conversion folders under --work (out-X: storage X)")
     ap.add_argument("--modes", default="warm,cold")
+    ap.add_argument("--hugetlb", action="store_true", help="also the mapped runs with glibc.malloc.hugetlb=1")
     args = ap.parse_args()
     runner = ensure_runner(args.runner)
     ckpt = ensure_checkpoint(args.work)
@@ -83,6 +86,9 @@ def main() -> int:
         argv += ["--threads", "2", "--verbose"]
         cases.append((f"penguin_vl_run {name}, mapped", argv, files_of(folder)))
         cases.append((f"penguin_vl_run {name}, --no-mmap", [*argv, "--no-mmap"], files_of(folder)))
+        if args.hugetlb:
+            tuned = ["env", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1", *argv]
+            cases.append((f"penguin_vl_run {name}, mapped, hugetlb=1", tuned, files_of(folder)))
     results: dict[tuple[str, str], list[tuple[float, int]]] = {}
     for _ in range(args.repeat):
         for mode in args.modes.split(","):

@@ -7,14 +7,15 @@ dimensions (random weights), in one script run:
 * for each side: load time (weights read from a warm page cache), vision time, prefill time, decode
   tokens/s, the whole run's wall time (the PyTorch child's includes importing torch) and its peak RSS
   (``ru_maxrss`` of the child process; each side runs in its own child so neither counts the other);
-* ``penguin_vl_run`` on the fp32 conversion and on ``--set storage=fp16``; the reference is fp32 eager
-  PyTorch on the bf16 checkpoint widened to fp32 (``examples/penguin_vl/model.py``, with a KV cache).
+* ``penguin_vl_run`` on the conversions at each ``--storages`` (default fp32, fp16, int8, int4: ``--set
+  storage=...``), run at ``--precision fp32``; the reference is fp32 eager PyTorch on the bf16 checkpoint
+  widened to fp32 (``examples/penguin_vl/model.py``, with a KV cache).
 
     python benchmarks/bench_penguin_vl_run.py [--work DIR] [--runner PATH] [--gen 32] [--threads 2]
-        [--repeat 3]
+        [--repeat 3] [--storages fp32,fp16,int8,int4]
 
 ``--work`` is reused: the checkpoint (``DIR/penguin-vl-2b-random``, as ``bench_penguin_vl.py --keep DIR``
-writes it), the fp32 conversion (``DIR/out``) and the fp16 one (``DIR/out-fp16``) are made only when
+writes it), the fp32 conversion (``DIR/out``) and the others (``DIR/out-STORAGE``) are made only when
 missing. Without ``--runner`` the runtime is built with ``runtime_cpp/scripts/build_and_test.sh
 --linux-only --no-test`` into ``<repo>/build``. Needs about 30 GB of free disk and most of 24 GiB of memory
 (the reference holds the 2B model in fp32, ~8.5 GB).
@@ -256,7 +257,7 @@ def main() -> int:
     )
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--skip-fp16", action="store_true")
+    ap.add_argument("--storages", default="fp32,fp16,int8,int4", help="the conversions to run")
     ap.add_argument("--repeat", type=int, default=3, help="runs per side; the table shows medians")
     ap.add_argument(
         "--checkpoint", type=Path, help="another checkpoint (e.g. the tiny one, to try the script)"
@@ -266,16 +267,16 @@ def main() -> int:
     runner = ensure_runner(args.runner)
     ckpt = args.checkpoint.resolve() if args.checkpoint else ensure_checkpoint(args.work)
     image = make_image(args.work)
-    fp32 = ensure_model(ckpt, args.work / "out", "fp32")
-    fp16 = None if args.skip_fp16 else ensure_model(ckpt, args.work / "out-fp16", "fp16")
+    storages = args.storages.split(",")
+    models = {s: ensure_model(ckpt, args.work / ("out" if s == "fp32" else f"out-{s}"), s) for s in storages}
     runs: dict[str, list[Side]] = {}
     for _ in range(args.repeat):  # the sides interleaved, so a slow spell of the machine hits all of them
         runs.setdefault("torch", []).append(measure_torch(ckpt, image, args.gen, args.threads))
-        side = measure_runner(runner, fp32, image, args.gen, args.threads, "penguin_vl_run fp32")
-        runs.setdefault("fp32", []).append(side)
-        if fp16 is not None:
-            side = measure_runner(runner, fp16, image, args.gen, args.threads, "penguin_vl_run fp16 storage")
-            runs.setdefault("fp16", []).append(side)
+        for storage, model in models.items():
+            name = f"penguin_vl_run, {storage} storage"
+            runs.setdefault(storage, []).append(
+                measure_runner(runner, model, image, args.gen, args.threads, name)
+            )
     report([median_side(r) for r in runs.values()], args.threads, args.repeat)
     return 0
 
