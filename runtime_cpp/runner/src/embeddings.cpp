@@ -136,16 +136,19 @@ void Embeddings::matrix_row(int id, float* out) const {
       : ncnn::float16_to_float32(half[i]);
 }
 
-std::vector<float> Embeddings::rows(const std::vector<int>& ids, int skip_id) const {
-  const size_t h = static_cast<size_t>(hidden_);
-  std::vector<float> out(ids.size() * h, 0.0f);
+void Embeddings::check_ids(const std::vector<int>& ids, int skip_id, const std::string& what) const {
   const int64_t limit = net_ ? vocab_ : matrix_.rows;
   for (int id : ids) {
     if (id != skip_id && (id < 0 || id >= limit))
-      throw Error("token id " + std::to_string(id) + " is outside the embedding table ("
-          + std::to_string(limit) +
-                  " rows)");
+      throw Error(what + "token id " + std::to_string(id) + " is outside the embedding table ("
+          + std::to_string(limit) + " rows)");
   }
+}
+
+std::vector<float> Embeddings::rows(const std::vector<int>& ids, int skip_id) const {
+  const size_t h = static_cast<size_t>(hidden_);
+  std::vector<float> out(ids.size() * h, 0.0f);
+  check_ids(ids, skip_id);
   if (net_) {
     ncnn::Mat in(static_cast<int>(ids.size()), static_cast<size_t>(4u));
     int* p = static_cast<int*>(in.data);

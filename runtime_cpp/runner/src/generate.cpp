@@ -51,6 +51,7 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
                 std::to_string(cfg_.max_positions) + " positions (max_positions / model_max_length)");
   family_->check_prompt(prompt_ids, images);
   if (options.max_new_tokens < 1) throw Error("--gen must be at least 1");
+  embeddings_->check_ids(options.forced, -1, "--force-ids: ");
 
   // Fused prompt embeddings: text rows, the placeholder rows written by the family from the images.
   StepInputs prefill;

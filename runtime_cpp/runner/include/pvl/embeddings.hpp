@@ -24,6 +24,9 @@ class Embeddings {
   // Rows [ids.size(), hidden] row-major. Ids in skip (e.g. the image token) give zero rows (to be
   // overwritten); any other id outside the matrix is a pvl::Error naming it.
   std::vector<float> rows(const std::vector<int>& ids, int skip_id = -1) const;
+  // Throws pvl::Error ("<what>token id N is outside the embedding table (R rows)") for an id no row has;
+  // skip_id is let through (the placeholder the family fills).
+  void check_ids(const std::vector<int>& ids, int skip_id = -1, const std::string& what = "") const;
   int hidden() const { return hidden_; }
   std::string source() const;  // for --verbose: where the rows come from
   const LoadedNet* net() const { return net_.get(); }  // the embed net when rows come from it
