@@ -234,7 +234,7 @@ def cases(runner: Runner) -> list[BadCase]:
         BadCase("bad top-p", [*text, "--temperature", "1", "--top-p", "1.5"], "--top-p"),
         BadCase("no prompt", ["--gen", "4"], "--prompt"),
         BadCase("malformed forced id", [*text, "--force-ids", "5,x"], "--force-ids"),
-        BadCase("forced id outside the vocabulary", [*text, "--force-ids", "5,1000000"], "--force-ids: token id"),
+        BadCase("forced id off the table", [*text, "--force-ids", "5,1000000"], "--force-ids: token id"),
         precision_case(text),
         BadCase("image tokens without images", ["--ids", f"100,{image_id},{image_id},200"], "image tokens"),
         # model.json against the nets' own shapes (issue 14 item 7): exit 2 naming the key, never a crash
