@@ -90,7 +90,8 @@ def write_checkpoint(folder: Path, seed: int = 0) -> None:
     )
     (folder / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     (folder / VISION_FOLDER / "config.json").write_text(json.dumps(vision, indent=2) + "\n")
-    for pre_path in (folder / "preprocessor_config.json", folder / VISION_FOLDER / "preprocessor_config.json"):
+    pre_paths = (folder / "preprocessor_config.json", folder / VISION_FOLDER / "preprocessor_config.json")
+    for pre_path in pre_paths:
         pre = json.loads(pre_path.read_text()) | {"max_tokens": 16384}  # the two copies must agree
         pre_path.write_text(json.dumps(pre, indent=2) + "\n")
     shapes = tensor_shapes(config_from_dict(cfg))
