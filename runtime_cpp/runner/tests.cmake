@@ -14,6 +14,13 @@ if(NOT DEFINED PVL_PYTHON)  # normally set by the top-level CMakeLists
 endif()
 set(PVL_TEST_WRAPPER "" CACHE STRING "Command the built programs run under in tests (e.g. wine)")
 
+# The 4/6-bit Gemm kernel against ncnn's builtin Gemm, bit for bit (tests/lowbit_gemm_check.cpp); no model
+# needed, so it runs first and on every build (mingw under wine, aarch64 under qemu through the emulator).
+add_executable(pvl_lowbit_gemm_check tests/lowbit_gemm_check.cpp)
+target_link_libraries(pvl_lowbit_gemm_check PRIVATE pvl_runner)
+add_test(NAME runner_lowbit_gemm COMMAND pvl_lowbit_gemm_check)
+set_tests_properties(runner_lowbit_gemm PROPERTIES TIMEOUT 600)
+
 if(NOT PVL_PYTHON)
   message(WARNING "runner: no Python found (set PVL_PYTHON): the runner parity tests are not registered")
   return()

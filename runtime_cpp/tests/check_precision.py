@@ -9,7 +9,8 @@ wheel's after six steps. And on ARM ``--precision fp16``/``auto`` really compute
 casts the activations between layers to fp16 there), where x86 keeps fp32. A cross build
 (``CMAKE_CROSSCOMPILING``) therefore passes ``--cross-prefix 4``: in its int8 cases and its fp16/auto cases
 the first four tokens (the prefill and three decode steps, where wrong rows, scales or a lost precision
-setting already show) must be equal, and a note says where the rest part; int4 (ncnn's scalar kernel) and
+setting already show) must be equal, and a note says where the rest part; int4 (the runner's own 4/6-bit
+kernel, runner/include/pvl/lowbit_kernel.hpp, which rounds as ncnn's scalar loop in the wheel does) and
 the exact fp32 cases stay exact everywhere. On an ARM target (``--fp16-teacher-forced``) the fp16/auto
 cases are judged as ``gsurg verify`` judges an approximate run: the runner is fed the chain's exact fp32
 tokens (``--force-ids``) and its picks, pooled over both prompts, must agree with them at least as often as
@@ -33,7 +34,8 @@ and the chain with one thread, free-running greedy past any EOS (as ``--ignore-e
   int8 conversion's text prompt once more with ``--no-mmap`` (its tied rows read from the file). The
   chain takes the tied embedding rows from lm_head's block-quantized codes as the runner does
   (``graphsurgeon/verify/embedding_matrix.py``), and ``--verbose`` must say the runner's rows come from
-  the matrix's .bin, not from the embed net;
+  the matrix's .bin, not from the embed net, and that the int4 conversion's Gemms (only its) ran through
+  the runner's 4/6-bit kernel;
 * the fp32 conversion at ``--precision fp32`` with ``--force-ids`` (the chain's own tokens rotated by one,
   another stream than its greedy one): the runner's picks equal the chain's teacher-forced argmaxes;
 * the fp32 conversion at ``--precision fp16`` and ``auto``: the same two prompts, the chain at the same
@@ -337,9 +339,11 @@ def compare_case(
     extra: Sequence[str] = (),
     rows_from: str | None = None,
     prefix: int = 0,
+    kernel: bool | None = None,
 ) -> Generation:
     """One case on both sides; ``rows_from``: the .bin the runner's --verbose must read its embedding rows
-    from; ``prefix`` > 0: only the first ``prefix`` tokens must be equal (a note says where the rest part)."""
+    from; ``prefix`` > 0: only the first ``prefix`` tokens must be equal (a note says where the rest part);
+    ``kernel``: whether --verbose must say 4/6-bit Gemms ran through gsurg's kernel (None: not checked)."""
     want = side.greedy(chain, case, NEW_TOKENS)
     if want.error:
         raise CheckFailed(f"the chain failed: {want.error}")
@@ -352,6 +356,9 @@ def compare_case(
             raise CheckFailed(
                 f"--verbose does not say the embedding rows come from {rows_from}: {log.strip()!r}"
             )
+    if kernel is not None and ("through gsurg's" in log) != kernel:
+        said = "says" if not kernel else "does not say"
+        raise CheckFailed(f"--verbose {said} 4/6-bit Gemms ran through gsurg's kernel: {log.strip()!r}")
     if prefix > 0 and got[:prefix] == want.tokens[:prefix]:
         if got != want.tokens:
             first = next(i for i, (a, b) in enumerate(zip(got, want.tokens, strict=False)) if a != b)
@@ -389,12 +396,13 @@ def check(
         rows_from = _model_doc(model, side.family)["embedding_matrix"]["bin"]
         with opened(side, model, "fp32") as chain:
             prefix = cross_prefix if storage == "int8" else 0
+            kernel = storage == "int4"  # its Gemms run gsurg's 4/6-bit kernel, bit-identical to ncnn's loop
             for case in cases:
                 label = f"{storage} at fp32, {case.label}"
-                attempt(label, chain, model, case, "fp32", rows_from=rows_from, prefix=prefix)
+                attempt(label, chain, model, case, "fp32", rows_from=rows_from, prefix=prefix, kernel=kernel)
             if storage == "int8":
                 label = f"{storage} at fp32, {cases[0].label}, --no-mmap"
-                kwargs = {"extra": ["--no-mmap"], "rows_from": rows_from, "prefix": prefix}
+                kwargs = {"extra": ["--no-mmap"], "rows_from": rows_from, "prefix": prefix, "kernel": False}
                 attempt(label, chain, model, cases[0], "fp32", **kwargs)
     # the fp32 conversion at exact options, teacher-forced on another token stream: picks equal the chain's
     with opened(side, runner.model, "fp32") as chain:

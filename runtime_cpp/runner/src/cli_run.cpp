@@ -11,6 +11,7 @@
 #include "pvl/family.hpp"
 #include "pvl/family_registry.hpp"
 #include "pvl/generate.hpp"
+#include "pvl/lowbit_gemm.hpp"
 #include "pvl/optional_parts.hpp"
 #include "pvl/pixel_file.hpp"
 
@@ -121,6 +122,8 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
     std::fprintf(log, "model: %s, %d threads, precision %s, embeddings from %s\n", cfg.folder.c_str(),
                  threads, precision, runtime.embedding_source().c_str());
     std::fprintf(log, "load: %.3f s\n", runtime.load_seconds());
+    if (const int packed = packed_gemm_layers())
+      std::fprintf(log, "4/6-bit Gemms: %d through gsurg's %s kernel\n", packed, lowbit::kernel_name());
     if (!images.empty()) {
       const int count = static_cast<int>(images.size());
       std::fprintf(log, "preprocess: %.3f s (%d images)\n", preprocess_seconds, count);

@@ -10,6 +10,7 @@
 
 #include "pvl/error.hpp"
 #include "pvl/files.hpp"
+#include "pvl/lowbit_gemm.hpp"
 
 namespace pvl {
 
@@ -88,7 +89,8 @@ bool contains(const std::vector<const char*>& names, const std::string& name) {
 
 }  // namespace
 
-LoadedNet::LoadedNet(const NetFiles& files, int threads) : files_(files), net_(new ncnn::Net) {
+LoadedNet::LoadedNet(const NetFiles& files, int threads)
+    : files_(files), net_(has_lowbit_gemm(files.param) ? new LowBitNet : new ncnn::Net) {
   ncnn::Option& opt = net_->opt;
   if (files.precision != Precision::kAuto) {
     const bool fp16 = files.precision == Precision::kFp16;

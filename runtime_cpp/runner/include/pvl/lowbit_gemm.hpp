@@ -1,0 +1,76 @@
+// ncnn's Gemm layer as the runner loads it where a net has 4- or 6-bit block-quantized weights: LowBitGemm
+// runs each such Gemm through lowbit_kernel.hpp (bit-identical to ncnn's own loop, many times faster) and
+// hands every other Gemm, unchanged, to ncnn's builtin layer for this CPU.
+//
+// Contract:
+//   - LowBitNet is an ncnn::Net whose every "Gemm" is a LowBitGemm (through ncnn's overwrite-builtin hook,
+//     without its registry, which logs each registration to stderr); every other type is ncnn's.
+//   - LowBitGemm::load_param first lets ncnn's builtin Gemm read and validate the params (its errors and
+//     flags are ncnn's). It takes the layer over only for B constant, transB=1, transA=0, no output
+//     transpose / N1M / elempack, 4 or 6 bits with K a multiple of the kernel's chunk
+//     (lowbit::packable); then it reads the .bin exactly as ncnn's Gemm reads it (codes, C, block scales,
+//     input scales) and packs each part as it is read, keeping no reference to the codes. Otherwise every call goes to
+//     the builtin layer and the flags ncnn reads are the builtin's.
+//   - packed_gemm_layers() counts the layers taken over and set up in this process, so --verbose can say
+//     the kernel ran.
+//   - has_lowbit_gemm(param path) says whether a .param has such a Gemm (a text scan; false when the file
+//     cannot be read, leaving the error to ncnn's own load).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <layer.h>
+#include <net.h>
+
+#include "pvl/lowbit_kernel.hpp"
+
+namespace pvl {
+
+class LowBitGemm : public ncnn::Layer {
+ public:
+  explicit LowBitGemm(lowbit::Kernel kernel = lowbit::Kernel::kBest);
+  ~LowBitGemm() override;
+  LowBitGemm(const LowBitGemm&) = delete;
+  LowBitGemm& operator=(const LowBitGemm&) = delete;
+
+  int load_param(const ncnn::ParamDict& pd) override;
+  int load_model(const ncnn::ModelBin& mb) override;
+  int create_pipeline(const ncnn::Option& opt) override;
+  int destroy_pipeline(const ncnn::Option& opt) override;
+  int forward(const std::vector<ncnn::Mat>& bottom_blobs, std::vector<ncnn::Mat>& top_blobs,
+              const ncnn::Option& opt) const override;
+  int forward(const ncnn::Mat& bottom_blob, ncnn::Mat& top_blob, const ncnn::Option& opt) const override;
+
+  // Whether this layer runs lowbit_kernel (false: ncnn's builtin Gemm runs it).
+  bool packed() const { return builtin_ == nullptr; }
+
+ private:
+  void take_flags(const ncnn::Layer& from);
+
+  lowbit::Kernel kernel_;
+  ncnn::Layer* builtin_;  // owned; null once the layer is taken over
+  // The taken-over layer's params (ncnn's Gemm param ids in brackets) and weights.
+  float alpha_ = 1.f, beta_ = 1.f;  // [0] [1]
+  int constant_m_ = 0, n_ = 0, k_ = 0;  // [7] [8] [9]
+  int constant_c_ = 0, broadcast_c_ = 0;  // [6] [10]
+  int bits_ = 0, block_ = 0;  // [18] = bits * 100 + input-scale format * 10 + block code
+  bool has_input_scale_ = false;
+  ncnn::Mat c_;  // C as read
+  lowbit::PackedWeights weights_;
+};
+
+class LowBitNet : public ncnn::Net {
+ protected:
+  ncnn::Layer* create_overwrite_builtin_layer(int typeindex) override;
+#if NCNN_STRING
+  using ncnn::Net::create_overwrite_builtin_layer;
+#endif
+};
+
+bool has_lowbit_gemm(const std::string& param_path);
+
+// How many Gemm layers this process has loaded through the kernel so far (for --verbose).
+int packed_gemm_layers();
+
+}  // namespace pvl

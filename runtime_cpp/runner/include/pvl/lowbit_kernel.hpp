@@ -1,0 +1,79 @@
+// gsurg's kernel for ncnn's 4- and 6-bit block-quantized Gemm (Gemm 18=quantize_term 4xy / 6xy, B constant
+// and stored transB=1): the same outputs, bit for bit, as ncnn 1.0.20261020's own loop for these weights
+// (src/layer/gemm.cpp forward_weight_block_quantize, the only code any CPU build of ncnn has for 4 and 6
+// bits), computed eight output columns at a time on every thread instead of one column at a time on one
+// thread per input row.
+//
+// Why the results are identical: ncnn's source computes each output as
+//     sum = C * beta (or 0); for each block b, descale = 1 / scale[j][b];
+//     for each k of the block: sum += v * (q * descale)   (v = A[i][k], times input_scale[k] if any)
+//     out = sum * alpha
+// in k order, and ncnn is compiled with -ffast-math: in the pinned build's gemm.cpp.o GCC keeps
+// (q * descale) * (v * input_scale) with an input scale and reassociates to q * (v * descale) without one,
+// on x86 and aarch64 alike; on aarch64 it also fuses the add into fmadd (the instruction is always there),
+// on x86 (baseline SSE2, no FMA) it cannot. The kernel performs those operations in that order and
+// rounding for every output; it only runs eight outputs (columns j) side by side in SIMD lanes, and
+// several rows i over the same decoded weights. runner/tests/lowbit_gemm_check.cpp holds it against
+// ncnn's builtin Gemm, bit for bit, on every build the ctests run (Linux, ASan, mingw under wine, aarch64
+// under qemu): a compiler that associates ncnn's loop otherwise shows up there, not in a model's tokens.
+//
+// The layout (PackedWeights): ncnn's row j is a little-endian bit stream, weight k at bit k*bits. The 32-bit
+// word at byte 4w of the row therefore holds whole weights: 8 of them at 4 bits, and at 6 bits three
+// consecutive words hold 16. pack() interleaves those words of eight consecutive rows, so one 8-lane load
+// gives the same k-range of eight columns and every weight is decoded with one shift-left and one
+// arithmetic shift-right by counts shared by all lanes. It is a copy in the same bytes per weight, not a
+// widening: the repacked matrix is as small as the .bin's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace pvl::lowbit {
+
+constexpr int kLanes = 8;
+
+struct PackedWeights {
+  int bits = 0;          // 4 or 6
+  int block = 0;         // k per scale: 32, 64 or 128
+  int K = 0, N = 0;
+  int groups = 0;        // ceil(N / kLanes): column groups, the last padded with zero weights
+  int chunk_k = 0;       // k per chunk: 8 (4 bits) or 16 (6 bits)
+  int chunk_words = 0;   // 32-bit words per lane per chunk: 1 or 3
+  std::vector<uint32_t> words;      // [group][chunk][word][lane]
+  std::vector<float> descales;      // [group][block][lane]: 1.f / scale (1.f in padding lanes)
+  std::vector<float> input_scales;  // [K], empty without ncnn's per-k input scale (format 1)
+};
+
+// Whether the layout holds this shape: bits 4 or 6, a block of 32/64/128, K a positive multiple of chunk_k.
+bool packable(int bits, int block, int K);
+
+// Packing in two steps, in the order ncnn's .bin holds the parts (a loader can pack the codes before it
+// reads on, while their pages are still resident): pack_codes lays out the codes, rows: N rows of
+// K * bits / 8 bytes, ncnn's bit stream; attach_scales adds the block scales (N rows of ceil(K / block)
+// floats) and the input scales (K floats, or null). Both require packable(bits, block, K).
+PackedWeights pack_codes(int bits, int block, int K, int N, const unsigned char* rows);
+void attach_scales(PackedWeights& w, const float* scales, const float* input_scales);
+
+// The bias term as ncnn's Gemm applies it: c null for none, else C broadcast by ncnn's type (0 one value,
+// 1 and 2 one per row i, 3 a full M x N matrix, 4 one per column j) and multiplied by beta.
+struct Bias {
+  const float* c = nullptr;
+  int broadcast = 0;
+  float beta = 1.f;
+};
+
+// kBest: the widest this CPU runs (AVX2 on x86 where the CPU has it, NEON on aarch64); kScalar: the
+// portable lanes, which the check runs as well so that the fallback is proven too.
+enum class Kernel { kBest, kScalar };
+
+// out (M rows of N floats, out_stride apart) = A (M rows of K floats, a_stride apart) times the weights, with
+// the bias, times alpha; threads > 1 splits the column groups among OpenMP threads (the result does not
+// depend on the split).
+void gemm(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
+          float* out, size_t out_stride, int threads, Kernel kernel = Kernel::kBest);
+
+// Which instructions gemm() runs for a kernel choice here: "avx2", "neon" or "scalar".
+const char* kernel_name(Kernel kernel = Kernel::kBest);
+
+}  // namespace pvl::lowbit
