@@ -30,10 +30,13 @@ class CountingReader : public ncnn::DataReaderFromStdio {
 
 // Hands ncnn the mapped .bin: reference() gives a pointer into the mapping (ncnn's ModelBin then wraps it
 // in a Mat without copying), read() copies (the 4-byte tags and anything ncnn wants to own). Bounded by
-// the file's size, so a short .bin fails the load as it does through stdio. Each call first drops the
-// pages before the current offset from the resident set: those belong to layers ncnn has already loaded
-// and set up (it runs load_model then create_pipeline layer by layer), which either repacked them into
-// their own buffers or fault them back in from the page cache when they run.
+// the file's size, so a short .bin fails the load as it does through stdio. As loading moves on, the pages
+// of layers ncnn has finished leave the resident set: ncnn loads and sets up one layer at a time
+// (load_model, then create_pipeline, which repacks a Gemm's weights from the mapping), so when a large
+// read (kLargeRead) begins, everything before the previous large read belongs to finished layers, and
+// those pages are dropped (a layer that keeps referencing the mapping faults its pages back when it runs).
+// Dropping everything behind the current read instead would drop a weight whose layer has not been set up
+// yet (its scales or bias come after it), and the repack would fault it back in for the rest of the load.
 class MappedReader : public ncnn::DataReader {
  public:
   explicit MappedReader(const MappedFile& file) : file_(file) {}
@@ -52,14 +55,19 @@ class MappedReader : public ncnn::DataReader {
   uint64_t consumed() const { return offset_; }
 
  private:
+  static constexpr uint64_t kLargeRead = uint64_t(256) << 10;
   void advance(size_t size) const {
-    file_.release(released_, offset_ - released_);
-    released_ = offset_;
+    if (size >= kLargeRead) {
+      if (previous_large_ > released_) file_.release(released_, previous_large_ - released_);
+      released_ = std::max(released_, previous_large_);
+      previous_large_ = offset_;
+    }
     offset_ += size;
   }
   const MappedFile& file_;
   mutable uint64_t offset_ = 0;
   mutable uint64_t released_ = 0;
+  mutable uint64_t previous_large_ = 0;
 };
 
 using FilePtr = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
