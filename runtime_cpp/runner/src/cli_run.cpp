@@ -123,7 +123,9 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
                  threads, precision, runtime.embedding_source().c_str());
     std::fprintf(log, "load: %.3f s\n", runtime.load_seconds());
     if (const int packed = packed_gemm_layers())
-      std::fprintf(log, "4/6-bit Gemms: %d through gsurg's %s kernel\n", packed, lowbit::kernel_name());
+      std::fprintf(log, "4/6-bit Gemms: %d through gsurg's %s kernel\n", packed,
+                   lowbit::kernel_name(ncnn_loop_rounding() == 1 ? lowbit::Rounding::kFused
+                                                                  : lowbit::Rounding::kSeparate));
     if (!images.empty()) {
       const int count = static_cast<int>(images.size());
       std::fprintf(log, "preprocess: %.3f s (%d images)\n", preprocess_seconds, count);

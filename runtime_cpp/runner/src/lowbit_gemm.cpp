@@ -2,7 +2,12 @@
 #include "pvl/lowbit_gemm.hpp"
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
+#include <random>
 #include <sstream>
+
+#include <memory>
 
 #include <layer_type.h>
 #include <modelbin.h>
@@ -18,6 +23,69 @@ std::atomic<int> g_packed_layers{0};
 }  // namespace
 
 int packed_gemm_layers() { return g_packed_layers.load(); }
+
+namespace {
+
+// Whether ncnn's builtin Gemm and the kernel under `rounding` agree bit for bit on one random 4-bit case
+// (K 256, N 32, M 2, block 32, input-scale format 0 or 1, A over twelve octaves so that the two roundings
+// part); false too when ncnn refuses the case.
+bool agrees(int format, lowbit::Rounding rounding) {
+  constexpr int K = 256, N = 32, M = 2, kBlock = 32, kBits = 4;
+  std::mt19937 rng(20261203u + static_cast<unsigned>(format));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> unit(-1.f, 1.f), positive(1.f, 90.f);
+  std::uniform_int_distribution<int> octave(-6, 6);
+  ncnn::Mat codes(K * kBits / 8 * N, static_cast<size_t>(1u));
+  for (int i = 0; i < K * kBits / 8 * N; ++i) static_cast<unsigned char*>(codes.data)[i] =
+      static_cast<unsigned char>(byte(rng));
+  ncnn::Mat scales(K / kBlock * N), input_scales(K), a(K, M);
+  for (int i = 0; i < K / kBlock * N; ++i) scales[i] = positive(rng);
+  for (int i = 0; i < K; ++i) input_scales[i] = positive(rng) / 30.f;
+  for (int i = 0; i < K * M; ++i) a[i] = std::ldexp(unit(rng), octave(rng));
+
+  ncnn::ParamDict pd;
+  pd.set(3, 1);  // transB
+  pd.set(5, 1);  // constant B
+  pd.set(7, M);
+  pd.set(8, N);
+  pd.set(9, K);
+  pd.set(18, kBits * 100 + format * 10);  // block 32
+  ncnn::Option opt;
+  opt.num_threads = 1;
+  opt.use_packing_layout = false;
+  opt.use_fp16_storage = opt.use_fp16_packed = opt.use_fp16_arithmetic = false;
+  opt.use_bf16_storage = opt.use_bf16_packed = false;
+  opt.use_vulkan_compute = false;
+  std::unique_ptr<ncnn::Layer> builtin(ncnn::create_layer_cpu(ncnn::LayerType::Gemm));
+  const ncnn::Mat weights[3] = {codes, scales, input_scales};
+  ncnn::ModelBinFromMatArray mb(weights);
+  std::vector<ncnn::Mat> bottoms(1, a), tops(1);
+  if (!builtin || builtin->load_param(pd) != 0 || builtin->load_model(mb) != 0 ||
+      builtin->create_pipeline(opt) != 0 || builtin->forward(bottoms, tops, opt) != 0 || tops[0].w != N ||
+      tops[0].h != M)
+    return false;
+
+  lowbit::PackedWeights w = lowbit::pack_codes(kBits, kBlock, K, N, static_cast<const unsigned char*>(codes.data));
+  lowbit::attach_scales(w, scales, format == 1 ? static_cast<const float*>(input_scales) : nullptr);
+  std::vector<float> out(static_cast<size_t>(M) * N);
+  lowbit::gemm(w, a, K, M, lowbit::Bias(), 1.f, out.data(), N, 1, rounding);
+  builtin->destroy_pipeline(opt);
+  return std::memcmp(out.data(), tops[0].data, out.size() * sizeof(float)) == 0;
+}
+
+// 0: separate, 1: fused, -1: neither reproduces this ncnn's loop (LowBitGemm then takes nothing over).
+int measure_rounding() {
+  for (const lowbit::Rounding r : {lowbit::Rounding::kSeparate, lowbit::Rounding::kFused})
+    if (agrees(0, r) && agrees(1, r)) return r == lowbit::Rounding::kFused ? 1 : 0;
+  return -1;
+}
+
+}  // namespace
+
+int ncnn_loop_rounding() {
+  static const int measured = measure_rounding();
+  return measured;
+}
 
 LowBitGemm::LowBitGemm(lowbit::Kernel kernel)
     : kernel_(kernel), builtin_(ncnn::create_layer_cpu(ncnn::LayerType::Gemm)) {
@@ -65,8 +133,9 @@ int LowBitGemm::load_param(const ncnn::ParamDict& pd) {
                            pd.get(11, 0) == 0 && pd.get(12, 0) == 0 && pd.get(14, 0) == 0;
   const int elemtype = pd.get(13, 0);
   if (!lowbit_form || !plain_shape || (elemtype != 0 && elemtype != 1) ||
-      !lowbit::packable(bits, block, pd.get(9, 0)))
+      !lowbit::packable(bits, block, pd.get(9, 0)) || ncnn_loop_rounding() < 0)
     return 0;  // the builtin layer runs it
+  rounding_ = ncnn_loop_rounding() == 1 ? lowbit::Rounding::kFused : lowbit::Rounding::kSeparate;
 
   alpha_ = pd.get(0, 1.f);
   beta_ = pd.get(1, 1.f);
@@ -165,7 +234,7 @@ int LowBitGemm::forward(const std::vector<ncnn::Mat>& bottom_blobs, std::vector<
   top.create(n_, m, static_cast<size_t>(4u), opt.blob_allocator);
   if (top.empty()) return -100;
   lowbit::gemm(weights_, static_cast<const float*>(a.data), a_stride, m, bias, alpha_,
-               static_cast<float*>(top.data), static_cast<size_t>(top.w), opt.num_threads, kernel_);
+               static_cast<float*>(top.data), static_cast<size_t>(top.w), opt.num_threads, rounding_, kernel_);
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <arm_neon.h>
 #endif
 
+#include "lowbit_kernel_scalar.hpp"
 #include "lowbit_kernel_tiles.hpp"
 
 namespace pvl::lowbit {
@@ -18,85 +19,16 @@ namespace detail {
 #if PVL_LOWBIT_AVX2
 void gemm_avx2(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
                float* out, size_t out_stride, int threads);
+void gemm_avx2_fma(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias,
+                   float alpha, float* out, size_t out_stride, int threads);
+void gemm_scalar_fma(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias,
+                     float alpha, float* out, size_t out_stride, int threads);
 #endif
 
 namespace {
 
-// ncnn's base Gemm is compiled with `sum += v * w` contracted into one fused multiply-add on aarch64 (GCC's
-// default -ffp-contract=fast, Clang's =on, and the instruction always there), and left as a multiply then
-// an add on x86, whose baseline has no FMA. The kernel rounds as that build does.
 #if defined(__aarch64__)
-constexpr bool kFusedMadd = true;
-#else
-constexpr bool kFusedMadd = false;
-#endif
-
-struct Scalar {
-  struct F {
-    float v[kLanes];
-  };
-  struct I {
-    int32_t v[kLanes];
-  };
-  static F load(const float* p) {
-    F x;
-    for (int l = 0; l < kLanes; ++l) x.v[l] = p[l];
-    return x;
-  }
-  static void store(float* p, const F& x) {
-    for (int l = 0; l < kLanes; ++l) p[l] = x.v[l];
-  }
-  static F set1(float s) {
-    F x;
-    for (float& e : x.v) e = s;
-    return x;
-  }
-  static I load_words(const uint32_t* p) {
-    I x;
-    for (int l = 0; l < kLanes; ++l) x.v[l] = static_cast<int32_t>(p[l]);
-    return x;
-  }
-  // Shifts on the unsigned bits (a left shift of a negative int is undefined before C++20); sra relies on
-  // >> of a negative int32 being arithmetic, as every compiler this builds with makes it.
-  static I shl(const I& x, int n) {
-    I y;
-    for (int l = 0; l < kLanes; ++l) y.v[l] = static_cast<int32_t>(static_cast<uint32_t>(x.v[l]) << n);
-    return y;
-  }
-  static I sra(const I& x, int n) {
-    I y;
-    for (int l = 0; l < kLanes; ++l) y.v[l] = x.v[l] >> n;
-    return y;
-  }
-  static I shr(const I& x, int n) {
-    I y;
-    for (int l = 0; l < kLanes; ++l) y.v[l] = static_cast<int32_t>(static_cast<uint32_t>(x.v[l]) >> n);
-    return y;
-  }
-  static I bor(const I& x, const I& y) {
-    I z;
-    for (int l = 0; l < kLanes; ++l) z.v[l] = x.v[l] | y.v[l];
-    return z;
-  }
-  static F to_float(const I& x) {
-    F y;
-    for (int l = 0; l < kLanes; ++l) y.v[l] = static_cast<float>(x.v[l]);
-    return y;
-  }
-  static F mul(const F& x, const F& y) {
-    F z;
-    for (int l = 0; l < kLanes; ++l) z.v[l] = x.v[l] * y.v[l];
-    return z;
-  }
-  static F madd(const F& acc, const F& v, const F& w) {
-    F z;
-    for (int l = 0; l < kLanes; ++l)
-      z.v[l] = kFusedMadd ? std::fma(v.v[l], w.v[l], acc.v[l]) : acc.v[l] + v.v[l] * w.v[l];
-    return z;
-  }
-};
-
-#if defined(__aarch64__)
+template <bool kFused>
 struct Neon {
   struct F {
     float32x4_t lo, hi;
@@ -122,7 +54,10 @@ struct Neon {
   static I bor(I x, I y) { return {vorrq_s32(x.lo, y.lo), vorrq_s32(x.hi, y.hi)}; }
   static F to_float(I x) { return {vcvtq_f32_s32(x.lo), vcvtq_f32_s32(x.hi)}; }
   static F mul(F x, F y) { return {vmulq_f32(x.lo, y.lo), vmulq_f32(x.hi, y.hi)}; }
-  static F madd(F acc, F v, F w) { return {vfmaq_f32(acc.lo, v.lo, w.lo), vfmaq_f32(acc.hi, v.hi, w.hi)}; }
+  static F madd(F acc, F v, F w) {
+    if (kFused) return {vfmaq_f32(acc.lo, v.lo, w.lo), vfmaq_f32(acc.hi, v.hi, w.hi)};
+    return {vaddq_f32(acc.lo, vmulq_f32(v.lo, w.lo)), vaddq_f32(acc.hi, vmulq_f32(v.hi, w.hi))};
+  }
 };
 #endif
 
@@ -179,11 +114,23 @@ void attach_scales(PackedWeights& w, const float* scales, const float* input_sca
   else w.input_scales.clear();
 }
 
-const char* kernel_name(Kernel kernel) {
-  if (kernel == Kernel::kBest) {
+namespace {
+
+// Where the AVX2 instances can run: AVX2 for the separate rounding, AVX2 and FMA for the fused one.
+bool avx2_runs(Rounding rounding) {
 #if PVL_LOWBIT_AVX2
-    if (ncnn::cpu_support_x86_avx2()) return "avx2";
+  return ncnn::cpu_support_x86_avx2() && (rounding == Rounding::kSeparate || ncnn::cpu_support_x86_fma());
+#else
+  (void)rounding;
+  return false;
 #endif
+}
+
+}  // namespace
+
+const char* kernel_name(Rounding rounding, Kernel kernel) {
+  if (kernel == Kernel::kBest) {
+    if (avx2_runs(rounding)) return rounding == Rounding::kFused ? "avx2+fma" : "avx2";
 #if defined(__aarch64__)
     return "neon";
 #endif
@@ -192,20 +139,32 @@ const char* kernel_name(Kernel kernel) {
 }
 
 void gemm(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
-          float* out, size_t out_stride, int threads, Kernel kernel) {
+          float* out, size_t out_stride, int threads, Rounding rounding, Kernel kernel) {
+  const bool fused = rounding == Rounding::kFused;
   if (kernel == Kernel::kBest) {
 #if PVL_LOWBIT_AVX2
-    if (ncnn::cpu_support_x86_avx2()) {
-      detail::gemm_avx2(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+    if (avx2_runs(rounding)) {
+      if (fused) detail::gemm_avx2_fma(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+      else detail::gemm_avx2(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
       return;
     }
 #endif
 #if defined(__aarch64__)
-    detail::run<detail::Neon>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+    if (fused) detail::run<detail::Neon<true>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+    else detail::run<detail::Neon<false>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
     return;
 #endif
   }
-  detail::run<detail::Scalar>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+#if PVL_LOWBIT_AVX2
+  // The fused portable lanes where the CPU has FMA, so std::fma is the instruction: some C libraries'
+  // fmaf (mingw-w64's) does not round once.
+  if (fused && ncnn::cpu_support_x86_fma()) {
+    detail::gemm_scalar_fma(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+    return;
+  }
+#endif
+  if (fused) detail::run<detail::Scalar<true>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+  else detail::run<detail::Scalar<false>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
 }
 
 }  // namespace pvl::lowbit

@@ -8,6 +8,8 @@
 // two threads, the best kernel here and the portable one. Shapes the kernel does not take (K not a whole
 // chunk, 8 bits) must be handed to the builtin (packed() false) and still agree.
 //
+// The rounding LowBitGemm measured for this ncnn (fused or not, ncnn_loop_rounding) is printed first.
+//
 // Exit status 0 when every case agrees, 1 otherwise (printing the first differing output of each).
 #include <cmath>
 #include <cstdint>
@@ -65,6 +67,12 @@ struct Built {
   ncnn::Layer* layer;
   bool packed;
 };
+
+std::string best_kernel_name() {
+  const int rounding = pvl::ncnn_loop_rounding();
+  if (rounding < 0) return "none (it reproduces neither rounding of this ncnn)";
+  return pvl::lowbit::kernel_name(rounding == 1 ? pvl::lowbit::Rounding::kFused : pvl::lowbit::Rounding::kSeparate);
+}
 
 int block_code(int block) { return block == 32 ? 0 : block == 64 ? 1 : 2; }
 
@@ -157,7 +165,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
     std::printf("FAIL %s: a forward failed\n", describe(c).c_str());
     ok = false;
   } else {
-    ok = same_bits(want[0], got_best[0], describe(c) + " kernel " + pvl::lowbit::kernel_name()) && ok;
+    ok = same_bits(want[0], got_best[0], describe(c) + " kernel " + best_kernel_name()) && ok;
     ok = same_bits(want[0], got_scalar[0], describe(c) + " kernel scalar") && ok;
   }
   builtin->destroy_pipeline(opt);
@@ -168,6 +176,10 @@ bool run_case(const Case& c, std::mt19937& rng) {
 }  // namespace
 
 int main() {
+  const int rounding = pvl::ncnn_loop_rounding();
+  std::printf("this ncnn's 4/6-bit loop rounds %s\n", rounding == 1   ? "fused (multiply-add)"
+                                                     : rounding == 0 ? "separately (multiply, then add)"
+                                                                     : "as neither kernel rounding does");
   std::mt19937 rng(20261203);
   std::vector<Case> cases;
   const int c_modes[] = {-2, -1, 0, 1, 2, 3, 4, 5};
@@ -203,6 +215,6 @@ int main() {
     if (pvl::lowbit::packable(c.bits, c.block, c.K)) ++packed;
   }
   std::printf("lowbit_gemm_check: %zu cases (%d through the kernel, best kernel here: %s), %d failed\n",
-              cases.size(), packed, pvl::lowbit::kernel_name(), failed);
+              cases.size(), packed, best_kernel_name().c_str(), failed);
   return failed == 0 ? 0 : 1;
 }

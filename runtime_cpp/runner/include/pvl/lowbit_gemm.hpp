@@ -8,7 +8,8 @@
 //   - LowBitGemm::load_param first lets ncnn's builtin Gemm read and validate the params (its errors and
 //     flags are ncnn's). It takes the layer over only for B constant, transB=1, transA=0, no output
 //     transpose / N1M / elempack, 4 or 6 bits with K a multiple of the kernel's chunk
-//     (lowbit::packable); then it reads the .bin exactly as ncnn's Gemm reads it (codes, C, block scales,
+//     (lowbit::packable), and only where the kernel reproduces this ncnn's loop (ncnn_loop_rounding);
+//     then it reads the .bin exactly as ncnn's Gemm reads it (codes, C, block scales,
 //     input scales) and packs each part as it is read, keeping no reference to the codes. Otherwise every call goes to
 //     the builtin layer and the flags ncnn reads are the builtin's.
 //   - packed_gemm_layers() counts the layers taken over and set up in this process, so --verbose can say
@@ -49,6 +50,7 @@ class LowBitGemm : public ncnn::Layer {
   void take_flags(const ncnn::Layer& from);
 
   lowbit::Kernel kernel_;
+  lowbit::Rounding rounding_ = lowbit::Rounding::kSeparate;
   ncnn::Layer* builtin_;  // owned; null once the layer is taken over
   // The taken-over layer's params (ncnn's Gemm param ids in brackets) and weights.
   float alpha_ = 1.f, beta_ = 1.f;  // [0] [1]
@@ -69,6 +71,12 @@ class LowBitNet : public ncnn::Net {
 };
 
 bool has_lowbit_gemm(const std::string& param_path);
+
+// How this process's ncnn rounds its 4/6-bit loop, measured once (the first call) by running its builtin
+// Gemm and the kernel under each rounding on the same random case of each input-scale format: 0 separate,
+// 1 fused, -1 neither reproduces it bit for bit (then no Gemm is taken over). ncnn's -ffast-math build
+// leaves the choice to the compiler and the target flags it was built with (lowbit_kernel.hpp).
+int ncnn_loop_rounding();
 
 // How many Gemm layers this process has loaded through the kernel so far (for --verbose).
 int packed_gemm_layers();

@@ -9,13 +9,15 @@
 //     for each k of the block: sum += v * (q * descale)   (v = A[i][k], times input_scale[k] if any)
 //     out = sum * alpha
 // in k order, and ncnn is compiled with -ffast-math: in the pinned build's gemm.cpp.o GCC keeps
-// (q * descale) * (v * input_scale) with an input scale and reassociates to q * (v * descale) without one,
-// on x86 and aarch64 alike; on aarch64 it also fuses the add into fmadd (the instruction is always there),
-// on x86 (baseline SSE2, no FMA) it cannot. The kernel performs those operations in that order and
-// rounding for every output; it only runs eight outputs (columns j) side by side in SIMD lanes, and
-// several rows i over the same decoded weights. runner/tests/lowbit_gemm_check.cpp holds it against
-// ncnn's builtin Gemm, bit for bit, on every build the ctests run (Linux, ASan, mingw under wine, aarch64
-// under qemu): a compiler that associates ncnn's loop otherwise shows up there, not in a model's tokens.
+// (q * descale) * (v * input_scale) with an input scale and reassociates to q * (v * descale) without one
+// (read with objdump in the x86-64, aarch64 and mingw-w64 builds alike). Whether it then fuses the add into
+// a multiply-add depends on the build, not the source: the aarch64 build does (fmadd), so does the mingw
+// build (compiled for AVX2 + FMA: vfmadd231ss), the baseline x86-64 build and the wheel cannot (SSE2).
+// The kernel performs those operations in that order for every output, with the rounding (Rounding)
+// the ncnn it runs beside uses, which LowBitGemm measures once per process (lowbit_gemm.hpp); it only
+// runs eight outputs (columns j) side by side in SIMD lanes, and several rows i over the same decoded
+// weights. runner/tests/lowbit_gemm_check.cpp holds it against ncnn's builtin Gemm, bit for bit, on every
+// build the ctests run (Linux, ASan, mingw under wine, aarch64 under qemu).
 //
 // The layout (PackedWeights): ncnn's row j is a little-endian bit stream, weight k at bit k*bits. The 32-bit
 // word at byte 4w of the row therefore holds whole weights: 8 of them at 4 bits, and at 6 bits three
@@ -63,6 +65,9 @@ struct Bias {
   float beta = 1.f;
 };
 
+// How `sum + x * y` is rounded: twice (a multiply, then an add) or once (a fused multiply-add).
+enum class Rounding { kSeparate, kFused };
+
 // kBest: the widest this CPU runs (AVX2 on x86 where the CPU has it, NEON on aarch64); kScalar: the
 // portable lanes, which the check runs as well so that the fallback is proven too.
 enum class Kernel { kBest, kScalar };
@@ -71,9 +76,9 @@ enum class Kernel { kBest, kScalar };
 // the bias, times alpha; threads > 1 splits the column groups among OpenMP threads (the result does not
 // depend on the split).
 void gemm(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
-          float* out, size_t out_stride, int threads, Kernel kernel = Kernel::kBest);
+          float* out, size_t out_stride, int threads, Rounding rounding, Kernel kernel = Kernel::kBest);
 
-// Which instructions gemm() runs for a kernel choice here: "avx2", "neon" or "scalar".
-const char* kernel_name(Kernel kernel = Kernel::kBest);
+// Which instructions gemm() runs for a kernel choice here: "avx2", "avx2+fma", "neon" or "scalar".
+const char* kernel_name(Rounding rounding, Kernel kernel = Kernel::kBest);
 
 }  // namespace pvl::lowbit
