@@ -1,8 +1,6 @@
 // lowbit_kernel.hpp: the packing, the portable and NEON instances of the loop, and the choice among them.
 #include "pvl/lowbit_kernel.hpp"
 
-#include <cmath>
-
 #include <cpu.h>
 
 #if defined(__aarch64__)

@@ -21,7 +21,7 @@
 //
 // The layout (PackedWeights): ncnn's row j is a little-endian bit stream, weight k at bit k*bits. The 32-bit
 // word at byte 4w of the row therefore holds whole weights: 8 of them at 4 bits, and at 6 bits three
-// consecutive words hold 16. pack() interleaves those words of eight consecutive rows, so one 8-lane load
+// consecutive words hold 16. pack_codes() interleaves those words of eight consecutive rows, so one 8-lane load
 // gives the same k-range of eight columns and every weight is decoded with one shift-left and one
 // arithmetic shift-right by counts shared by all lanes. It is a copy in the same bytes per weight, not a
 // widening: the repacked matrix is as small as the .bin's.
