@@ -21,6 +21,16 @@ target_link_libraries(pvl_lowbit_gemm_check PRIVATE pvl_runner)
 add_test(NAME runner_lowbit_gemm COMMAND pvl_lowbit_gemm_check)
 set_tests_properties(runner_lowbit_gemm PROPERTIES TIMEOUT 600)
 
+# The 8-bit kernel against ncnn's builtin Gemm and against a scalar model of its stated arithmetic
+# (tests/int8_gemm_check.cpp), whose float steps must not be contracted either.
+add_executable(pvl_int8_gemm_check tests/int8_gemm_check.cpp)
+target_link_libraries(pvl_int8_gemm_check PRIVATE pvl_runner)
+if(NOT MSVC)
+  set_source_files_properties(tests/int8_gemm_check.cpp PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")
+endif()
+add_test(NAME runner_int8_gemm COMMAND pvl_int8_gemm_check)
+set_tests_properties(runner_int8_gemm PROPERTIES TIMEOUT 600)
+
 if(NOT PVL_PYTHON)
   message(WARNING "runner: no Python found (set PVL_PYTHON): the runner parity tests are not registered")
   return()

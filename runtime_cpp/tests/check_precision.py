@@ -356,7 +356,7 @@ def compare_case(
             raise CheckFailed(
                 f"--verbose does not say the embedding rows come from {rows_from}: {log.strip()!r}"
             )
-    if kernel is not None and ("through gsurg's" in log) != kernel:
+    if kernel is not None and ("4/6-bit Gemms:" in log) != kernel:
         said = "says" if not kernel else "does not say"
         raise CheckFailed(f"--verbose {said} 4/6-bit Gemms ran through gsurg's kernel: {log.strip()!r}")
     if prefix > 0 and got[:prefix] == want.tokens[:prefix]:

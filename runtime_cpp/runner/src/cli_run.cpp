@@ -126,6 +126,8 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
       std::fprintf(log, "4/6-bit Gemms: %d through gsurg's %s kernel\n", packed,
                    lowbit::kernel_name(ncnn_loop_rounding() == 1 ? lowbit::Rounding::kFused
                                                                   : lowbit::Rounding::kSeparate));
+    if (const int int8 = int8_gemm_layers())
+      std::fprintf(log, "8-bit Gemms: %d through gsurg's avx512-vnni kernel\n", int8);
     if (!images.empty()) {
       const int count = static_cast<int>(images.size());
       std::fprintf(log, "preprocess: %.3f s (%d images)\n", preprocess_seconds, count);

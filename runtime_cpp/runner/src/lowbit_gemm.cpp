@@ -1,6 +1,7 @@
 // LowBitGemm and LowBitNet (lowbit_gemm.hpp).
 #include "pvl/lowbit_gemm.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -20,11 +21,24 @@ namespace pvl {
 
 namespace {
 std::atomic<int> g_packed_layers{0};
+std::atomic<int> g_int8_layers{0};
 }  // namespace
 
 int packed_gemm_layers() { return g_packed_layers.load(); }
+int int8_gemm_layers() { return g_int8_layers.load(); }
 
 namespace {
+
+// One thread, no packing, no fp16 or bf16: the options under which the probes compare outputs bit for bit.
+ncnn::Option exact_fp32_option() {
+  ncnn::Option opt;
+  opt.num_threads = 1;
+  opt.use_packing_layout = false;
+  opt.use_fp16_storage = opt.use_fp16_packed = opt.use_fp16_arithmetic = false;
+  opt.use_bf16_storage = opt.use_bf16_packed = false;
+  opt.use_vulkan_compute = false;
+  return opt;
+}
 
 // Whether ncnn's builtin Gemm and the kernel under `rounding` agree bit for bit on one random 4-bit case
 // (K 256, N 32, M 2, block 32, input-scale format 0 or 1, A over twelve octaves so that the two roundings
@@ -50,12 +64,7 @@ bool agrees(int format, lowbit::Rounding rounding) {
   pd.set(8, N);
   pd.set(9, K);
   pd.set(18, kBits * 100 + format * 10);  // block 32
-  ncnn::Option opt;
-  opt.num_threads = 1;
-  opt.use_packing_layout = false;
-  opt.use_fp16_storage = opt.use_fp16_packed = opt.use_fp16_arithmetic = false;
-  opt.use_bf16_storage = opt.use_bf16_packed = false;
-  opt.use_vulkan_compute = false;
+  const ncnn::Option opt = exact_fp32_option();
   std::unique_ptr<ncnn::Layer> builtin(ncnn::create_layer_cpu(ncnn::LayerType::Gemm));
   const ncnn::Mat weights[3] = {codes, scales, input_scales};
   ncnn::ModelBinFromMatArray mb(weights);
@@ -80,15 +89,70 @@ int measure_rounding() {
   return -1;
 }
 
+// Whether ncnn's builtin 8-bit Gemm and the int8 kernel under `descale` agree bit for bit on one random
+// decode-step case (M 1, K 256, N 48, block 64, input-scale format 0 or 1); false too when ncnn refuses it.
+bool int8_agrees(int format, int8k::Descale descale) {
+  constexpr int K = 256, N = 48, kBlock = 64;
+  std::mt19937 rng(20261204u + static_cast<unsigned>(format));
+  std::uniform_int_distribution<int> code(-127, 127);
+  std::uniform_real_distribution<float> unit(-1.f, 1.f), positive(1.f, 90.f);
+  std::uniform_int_distribution<int> octave(-6, 6);
+  ncnn::Mat codes(K * N, static_cast<size_t>(1u));
+  for (int i = 0; i < K * N; ++i)
+    static_cast<signed char*>(codes.data)[i] = static_cast<signed char>(code(rng));
+  ncnn::Mat scales(K / kBlock * N), input_scales(K), a(K, 1);
+  for (int i = 0; i < K / kBlock * N; ++i) scales[i] = positive(rng);
+  for (int i = 0; i < K; ++i) input_scales[i] = positive(rng) / 30.f;
+  for (int i = 0; i < K; ++i) a[i] = std::ldexp(unit(rng), octave(rng));
+
+  ncnn::ParamDict pd;
+  pd.set(3, 1);  // transB
+  pd.set(5, 1);  // constant B
+  pd.set(7, 1);
+  pd.set(8, N);
+  pd.set(9, K);
+  pd.set(18, 800 + format * 10 + 1);  // block 64
+  std::unique_ptr<ncnn::Layer> builtin(ncnn::create_layer_cpu(ncnn::LayerType::Gemm));
+  ncnn::Mat weights[3] = {codes, scales, input_scales};
+  ncnn::ModelBinFromMatArray mb(weights);
+  const ncnn::Option opt = exact_fp32_option();
+  std::vector<ncnn::Mat> bottoms(1, a), tops(1);
+  if (!builtin || builtin->load_param(pd) != 0 || builtin->load_model(mb) != 0 ||
+      builtin->create_pipeline(opt) != 0 || builtin->forward(bottoms, tops, opt) != 0 || tops[0].w != N ||
+      tops[0].h != 1)
+    return false;
+  int8k::Int8Weights w = int8k::pack_codes(kBlock, K, N, static_cast<const signed char*>(codes.data));
+  int8k::attach_scales(w, scales, format == 1 ? static_cast<const float*>(input_scales) : nullptr);
+  std::vector<float> out(N);
+  int8k::gemm(w, a, K, 1, out.data(), N, 1, descale);
+  builtin->destroy_pipeline(opt);
+  return std::memcmp(out.data(), tops[0].data, out.size() * sizeof(float)) == 0;
+}
+
+int measure_int8_descale() {
+  if (!int8k::available()) return -1;
+  for (const int8k::Descale d : {int8k::Descale::kReciprocal, int8k::Descale::kDivide})
+    if (int8_agrees(0, d) && int8_agrees(1, d)) return d == int8k::Descale::kReciprocal ? 1 : 0;
+  return -1;
+}
+
 }  // namespace
+
+int int8_descale() {
+  static const int measured = measure_int8_descale();
+  return measured;
+}
 
 int ncnn_loop_rounding() {
   static const int measured = measure_rounding();
   return measured;
 }
 
-LowBitGemm::LowBitGemm(lowbit::Kernel kernel)
-    : kernel_(kernel), builtin_(ncnn::create_layer_cpu(ncnn::LayerType::Gemm)) {
+LowBitGemm::LowBitGemm(lowbit::Kernel kernel, bool exact_fp32, int threads)
+    : kernel_(kernel),
+      exact_fp32_(exact_fp32),
+      threads_(std::max(1, threads)),
+      builtin_(ncnn::create_layer_cpu(ncnn::LayerType::Gemm)) {
   take_flags(*builtin_);
 }
 
@@ -132,10 +196,24 @@ int LowBitGemm::load_param(const ncnn::ParamDict& pd) {
   const bool plain_shape = pd.get(2, 0) == 0 && pd.get(3, 0) == 1 && pd.get(4, 0) == 0 && pd.get(5, 0) == 1 &&
                            pd.get(11, 0) == 0 && pd.get(12, 0) == 0 && pd.get(14, 0) == 0;
   const int elemtype = pd.get(13, 0);
-  if (!lowbit_form || !plain_shape || (elemtype != 0 && elemtype != 1) ||
-      !lowbit::packable(bits, block, pd.get(9, 0)) || ncnn_loop_rounding() < 0)
-    return 0;  // the builtin layer runs it
-  rounding_ = ncnn_loop_rounding() == 1 ? lowbit::Rounding::kFused : lowbit::Rounding::kSeparate;
+  if (!plain_shape || (elemtype != 0 && elemtype != 1)) return 0;  // the builtin layer runs it
+  if (bits == 8) {
+    // The int8 kernel's form: no C (none, or constant of broadcast -1), alpha 1, exact fp32 options.
+    const bool no_c = pd.get(6, 0) == 0 ? bottoms.size() < 2 : pd.get(10, 0) == -1;
+    if ((format != 0 && format != 1) || !no_c || pd.get(0, 1.f) != 1.f || !exact_fp32_ ||
+        !int8k::packable(block, pd.get(9, 0)) || int8_descale() < 0)
+      return 0;
+    descale_ = int8_descale() == 1 ? int8k::Descale::kReciprocal : int8k::Descale::kDivide;
+    // The kernel reads fp32 rows of elempack 1 and writes the same (the builtin would pack).
+    support_packing = false;
+    support_any_packing = false;
+    support_fp16_storage = false;
+    support_bf16_storage = false;
+  } else if (!lowbit_form || !lowbit::packable(bits, block, pd.get(9, 0)) || ncnn_loop_rounding() < 0) {
+    return 0;
+  } else {
+    rounding_ = ncnn_loop_rounding() == 1 ? lowbit::Rounding::kFused : lowbit::Rounding::kSeparate;
+  }
 
   alpha_ = pd.get(0, 1.f);
   beta_ = pd.get(1, 1.f);
@@ -162,7 +240,11 @@ int LowBitGemm::load_model(const ncnn::ModelBin& mb) {
   {
     const ncnn::Mat codes = mb.load(k_ * bits_ / 8, n_, bits_);
     if (codes.empty()) return -100;
-    weights_ = lowbit::pack_codes(bits_, block_, k_, n_, static_cast<const unsigned char*>(codes.data));
+    if (bits_ == 8)
+      int8_weights_ =
+          int8k::pack_codes(block_, k_, n_, static_cast<const signed char*>(codes.data), threads_);
+    else
+      weights_ = lowbit::pack_codes(bits_, block_, k_, n_, static_cast<const unsigned char*>(codes.data));
   }
   if (constant_c_ == 1 && broadcast_c_ != -1) {
     if (broadcast_c_ == 0) c_ = mb.load(1, 0);
@@ -179,8 +261,13 @@ int LowBitGemm::load_model(const ncnn::ModelBin& mb) {
     input_scales = mb.load(k_, 1);
     if (input_scales.empty()) return -100;
   }
-  lowbit::attach_scales(weights_, static_cast<const float*>(scales.data),
-                        has_input_scale_ ? static_cast<const float*>(input_scales.data) : nullptr);
+  const float* input_scale_data = has_input_scale_ ? static_cast<const float*>(input_scales.data) : nullptr;
+  if (bits_ == 8) {
+    int8k::attach_scales(int8_weights_, static_cast<const float*>(scales.data), input_scale_data);
+    ++g_int8_layers;
+    return 0;
+  }
+  lowbit::attach_scales(weights_, static_cast<const float*>(scales.data), input_scale_data);
   ++g_packed_layers;
   return 0;
 }
@@ -208,6 +295,14 @@ int LowBitGemm::forward(const std::vector<ncnn::Mat>& bottom_blobs, std::vector<
   if (a.elemsize != 4 || a.elempack != 1 || a.w != k_) return -1;
   const int m = a.dims == 3 ? a.c : a.h;
   const size_t a_stride = a.dims == 3 ? a.cstep : static_cast<size_t>(a.w);
+  if (bits_ == 8) {
+    ncnn::Mat& top = top_blobs[0];
+    top.create(n_, m, static_cast<size_t>(4u), opt.blob_allocator);
+    if (top.empty()) return -100;
+    int8k::gemm(int8_weights_, static_cast<const float*>(a.data), a_stride, m, static_cast<float*>(top.data),
+                static_cast<size_t>(top.w), opt.num_threads, descale_);
+    return 0;
+  }
 
   lowbit::Bias bias;
   bias.beta = beta_;
@@ -249,12 +344,14 @@ int LowBitGemm::forward(const ncnn::Mat& bottom_blob, ncnn::Mat& top_blob, const
 
 ncnn::Layer* LowBitNet::create_overwrite_builtin_layer(int typeindex) {
   if (typeindex != ncnn::LayerType::Gemm) return ncnn::Net::create_overwrite_builtin_layer(typeindex);
-  ncnn::Layer* layer = new LowBitGemm();
+  const bool exact_fp32 = !opt.use_packing_layout && !opt.use_fp16_storage && !opt.use_fp16_arithmetic &&
+                          !opt.use_bf16_storage;
+  ncnn::Layer* layer = new LowBitGemm(lowbit::Kernel::kBest, exact_fp32, opt.num_threads);
   layer->typeindex = typeindex;
   return layer;
 }
 
-bool has_lowbit_gemm(const std::string& param_path) {
+bool has_block_quantized_gemm(const std::string& param_path) {
   std::string text;
   try {
     text = read_file(param_path);
@@ -268,7 +365,8 @@ bool has_lowbit_gemm(const std::string& param_path) {
     std::istringstream fields(line);
     std::string field;
     while (fields >> field) {
-      if (field.size() == 6 && field.compare(0, 3, "18=") == 0 && (field[3] == '4' || field[3] == '6'))
+      if (field.size() == 6 && field.compare(0, 3, "18=") == 0 &&
+          (field[3] == '4' || field[3] == '6' || field[3] == '8'))
         return true;
     }
   }

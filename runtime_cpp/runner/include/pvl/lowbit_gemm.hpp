@@ -1,5 +1,6 @@
-// ncnn's Gemm layer as the runner loads it where a net has 4- or 6-bit block-quantized weights: LowBitGemm
-// runs each such Gemm through lowbit_kernel.hpp (bit-identical to ncnn's own loop, many times faster) and
+// ncnn's Gemm layer as the runner loads it where a net has block-quantized weights: LowBitGemm runs each
+// 4- or 6-bit Gemm through lowbit_kernel.hpp (bit-identical to ncnn's own loop, many times faster), each
+// 8-bit one, on a CPU with AVX-512 VNNI and in a net with exact fp32 options, through int8_kernel.hpp, and
 // hands every other Gemm, unchanged, to ncnn's builtin layer for this CPU.
 //
 // Contract:
@@ -10,12 +11,14 @@
 //     transpose / N1M / elempack, 4 or 6 bits with K a multiple of the kernel's chunk
 //     (lowbit::packable), and only where the kernel reproduces this ncnn's loop (ncnn_loop_rounding);
 //     then it reads the .bin exactly as ncnn's Gemm reads it (codes, C, block scales,
-//     input scales) and packs each part as it is read, keeping no reference to the codes. Otherwise every call goes to
-//     the builtin layer and the flags ncnn reads are the builtin's.
-//   - packed_gemm_layers() counts the layers taken over and set up in this process, so --verbose can say
-//     the kernel ran.
-//   - has_lowbit_gemm(param path) says whether a .param has such a Gemm (a text scan; false when the file
-//     cannot be read, leaving the error to ncnn's own load).
+//     input scales) and packs each part as it is read, keeping no reference to the codes. It takes an
+//     8-bit Gemm of that shape with no C and alpha 1 where int8k::available(), int8k::packable, the net's
+//     options are exact fp32 (LowBitNet passes them) and int8_descale() found the form that reproduces this
+//     ncnn. Otherwise every call goes to the builtin layer and the flags ncnn reads are the builtin's.
+//   - packed_gemm_layers() and int8_gemm_layers() count the 4/6-bit and the 8-bit layers taken over in
+//     this process, so --verbose can say the kernels ran.
+//   - has_block_quantized_gemm(param path) says whether a .param has a 4-, 6- or 8-bit block-quantized
+//     Gemm (a text scan; false when the file cannot be read, leaving the error to ncnn's own load).
 #pragma once
 
 #include <string>
@@ -24,13 +27,16 @@
 #include <layer.h>
 #include <net.h>
 
+#include "pvl/int8_kernel.hpp"
 #include "pvl/lowbit_kernel.hpp"
 
 namespace pvl {
 
 class LowBitGemm : public ncnn::Layer {
  public:
-  explicit LowBitGemm(lowbit::Kernel kernel = lowbit::Kernel::kBest);
+  // exact_fp32: the net runs without packing, fp16 or bf16 (the only options the int8 kernel takes);
+  // threads: the net's, for packing the 8-bit weights as they load.
+  explicit LowBitGemm(lowbit::Kernel kernel = lowbit::Kernel::kBest, bool exact_fp32 = true, int threads = 1);
   ~LowBitGemm() override;
   LowBitGemm(const LowBitGemm&) = delete;
   LowBitGemm& operator=(const LowBitGemm&) = delete;
@@ -50,8 +56,11 @@ class LowBitGemm : public ncnn::Layer {
   void take_flags(const ncnn::Layer& from);
 
   lowbit::Kernel kernel_;
+  bool exact_fp32_;
+  int threads_;
   lowbit::Rounding rounding_ = lowbit::Rounding::kSeparate;
-  ncnn::Layer* builtin_;  // owned; null once the layer is taken over
+  int8k::Descale descale_ = int8k::Descale::kReciprocal;
+  ncnn::Layer* builtin_;  // owned; null once a kernel takes the layer over
   // The taken-over layer's params (ncnn's Gemm param ids in brackets) and weights.
   float alpha_ = 1.f, beta_ = 1.f;  // [0] [1]
   int constant_m_ = 0, n_ = 0, k_ = 0;  // [7] [8] [9]
@@ -59,7 +68,8 @@ class LowBitGemm : public ncnn::Layer {
   int bits_ = 0, block_ = 0;  // [18] = bits * 100 + input-scale format * 10 + block code
   bool has_input_scale_ = false;
   ncnn::Mat c_;  // C as read
-  lowbit::PackedWeights weights_;
+  lowbit::PackedWeights weights_;     // 4 and 6 bits
+  int8k::Int8Weights int8_weights_;   // 8 bits
 };
 
 class LowBitNet : public ncnn::Net {
@@ -70,7 +80,7 @@ class LowBitNet : public ncnn::Net {
 #endif
 };
 
-bool has_lowbit_gemm(const std::string& param_path);
+bool has_block_quantized_gemm(const std::string& param_path);
 
 // How this process's ncnn rounds its 4/6-bit loop, measured once (the first call) by running its builtin
 // Gemm and the kernel under each rounding on the same random case of each input-scale format: 0 separate,
@@ -80,5 +90,14 @@ int ncnn_loop_rounding();
 
 // How many Gemm layers this process has loaded through the kernel so far (for --verbose).
 int packed_gemm_layers();
+
+// How the 8-bit kernel computes the descale of an input block so that a decode step equals this process's
+// ncnn bit for bit, measured once (the first call) against the builtin Gemm: 1 absmax * (1 / 127) (what
+// GCC makes of ncnn's absmax / 127 under -ffast-math), 0 absmax / 127, -1 neither, or no kernel on this CPU
+// (then no 8-bit Gemm is taken over).
+int int8_descale();
+
+// How many 8-bit Gemm layers this process has loaded through the int8 kernel so far (for --verbose).
+int int8_gemm_layers();
 
 }  // namespace pvl
