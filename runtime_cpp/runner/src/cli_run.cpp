@@ -123,9 +123,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
                  threads, precision, runtime.embedding_source().c_str());
     std::fprintf(log, "load: %.3f s\n", runtime.load_seconds());
     if (const int packed = packed_gemm_layers())
-      std::fprintf(log, "4/6-bit Gemms: %d through gsurg's %s kernel\n", packed,
-                   lowbit::kernel_name(ncnn_loop_rounding() == 1 ? lowbit::Rounding::kFused
-                                                                  : lowbit::Rounding::kSeparate));
+      std::fprintf(log, "4/6-bit Gemms: %d through gsurg's %s kernel\n", packed, lowbit_kernel_in_use());
     if (const int int8 = int8_gemm_layers())
       std::fprintf(log, "8-bit Gemms: %d through gsurg's avx512-vnni kernel\n", int8);
     if (!images.empty()) {

@@ -40,11 +40,12 @@ ncnn::Option exact_fp32_option() {
   return opt;
 }
 
-// Whether ncnn's builtin Gemm and the kernel under `rounding` agree bit for bit on one random 4-bit case
-// (K 256, N 32, M 2, block 32, input-scale format 0 or 1, A over twelve octaves so that the two roundings
-// part); false too when ncnn refuses the case.
-bool agrees(int format, lowbit::Rounding rounding) {
-  constexpr int K = 256, N = 32, M = 2, kBlock = 32, kBits = 4;
+// Whether ncnn's builtin Gemm and the kernel instance `kernel` under `rounding` agree bit for bit on one
+// random 4-bit case (K 256, N 40: five column groups, an odd count; M 5: a four-row tile and a one-row
+// one; block 32, input-scale format 0 or 1, A over twelve octaves so that the two roundings part); false
+// too when ncnn refuses the case.
+bool agrees(int format, lowbit::Rounding rounding, lowbit::Kernel kernel) {
+  constexpr int K = 256, N = 40, M = 5, kBlock = 32, kBits = 4;
   std::mt19937 rng(20261203u + static_cast<unsigned>(format));
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> unit(-1.f, 1.f), positive(1.f, 90.f);
@@ -77,16 +78,31 @@ bool agrees(int format, lowbit::Rounding rounding) {
   lowbit::PackedWeights w = lowbit::pack_codes(kBits, kBlock, K, N, static_cast<const unsigned char*>(codes.data));
   lowbit::attach_scales(w, scales, format == 1 ? static_cast<const float*>(input_scales) : nullptr);
   std::vector<float> out(static_cast<size_t>(M) * N);
-  lowbit::gemm(w, a, K, M, lowbit::Bias(), 1.f, out.data(), N, 1, rounding);
+  lowbit::gemm(w, a, K, M, lowbit::Bias(), 1.f, out.data(), N, 1, rounding, kernel);
   builtin->destroy_pipeline(opt);
   return std::memcmp(out.data(), tops[0].data, out.size() * sizeof(float)) == 0;
 }
 
 // 0: separate, 1: fused, -1: neither reproduces this ncnn's loop (LowBitGemm then takes nothing over).
+// Measured with the 8-lane instance, the one every build has.
 int measure_rounding() {
   for (const lowbit::Rounding r : {lowbit::Rounding::kSeparate, lowbit::Rounding::kFused})
-    if (agrees(0, r) && agrees(1, r)) return r == lowbit::Rounding::kFused ? 1 : 0;
+    if (agrees(0, r, lowbit::Kernel::kEightLanes) && agrees(1, r, lowbit::Kernel::kEightLanes))
+      return r == lowbit::Rounding::kFused ? 1 : 0;
   return -1;
+}
+
+lowbit::Rounding measured_rounding() {
+  return ncnn_loop_rounding() == 1 ? lowbit::Rounding::kFused : lowbit::Rounding::kSeparate;
+}
+
+// The instance kBest stands for: the widest where it agrees with ncnn as the 8-lane one does, else the
+// 8-lane one (a wider instance this machine runs is then not trusted with any Gemm).
+lowbit::Kernel measure_best_kernel() {
+  if (ncnn_loop_rounding() < 0) return lowbit::Kernel::kEightLanes;
+  const lowbit::Rounding r = measured_rounding();
+  return agrees(0, r, lowbit::Kernel::kBest) && agrees(1, r, lowbit::Kernel::kBest) ? lowbit::Kernel::kBest
+                                                                                      : lowbit::Kernel::kEightLanes;
 }
 
 // Whether ncnn's builtin 8-bit Gemm and the int8 kernel under `descale` agree bit for bit on one random
@@ -146,6 +162,15 @@ int int8_descale() {
 int ncnn_loop_rounding() {
   static const int measured = measure_rounding();
   return measured;
+}
+
+lowbit::Kernel proven_best_kernel() {
+  static const lowbit::Kernel measured = measure_best_kernel();
+  return measured;
+}
+
+const char* lowbit_kernel_in_use() {
+  return lowbit::kernel_name(measured_rounding(), proven_best_kernel());
 }
 
 LowBitGemm::LowBitGemm(lowbit::Kernel kernel, bool exact_fp32, int threads)
@@ -212,7 +237,7 @@ int LowBitGemm::load_param(const ncnn::ParamDict& pd) {
   } else if (!lowbit_form || !lowbit::packable(bits, block, pd.get(9, 0)) || ncnn_loop_rounding() < 0) {
     return 0;
   } else {
-    rounding_ = ncnn_loop_rounding() == 1 ? lowbit::Rounding::kFused : lowbit::Rounding::kSeparate;
+    rounding_ = measured_rounding();
   }
 
   alpha_ = pd.get(0, 1.f);
@@ -346,7 +371,7 @@ ncnn::Layer* LowBitNet::create_overwrite_builtin_layer(int typeindex) {
   if (typeindex != ncnn::LayerType::Gemm) return ncnn::Net::create_overwrite_builtin_layer(typeindex);
   const bool exact_fp32 = !opt.use_packing_layout && !opt.use_fp16_storage && !opt.use_fp16_arithmetic &&
                           !opt.use_bf16_storage;
-  ncnn::Layer* layer = new LowBitGemm(lowbit::Kernel::kBest, exact_fp32, opt.num_threads);
+  ncnn::Layer* layer = new LowBitGemm(proven_best_kernel(), exact_fp32, opt.num_threads);
   layer->typeindex = typeindex;
   return layer;
 }

@@ -1,4 +1,5 @@
-// lowbit_kernel.hpp: the packing, the portable and NEON instances of the loop, and the choice among them.
+// lowbit_kernel.hpp: the packing, the portable and NEON instances of the loop, and the choice among them
+// (the AVX2 and AVX-512 instances are in files of their own, built for those instruction sets).
 #include "pvl/lowbit_kernel.hpp"
 
 #include <cpu.h>
@@ -14,6 +15,12 @@ namespace pvl::lowbit {
 
 namespace detail {
 
+#if PVL_LOWBIT_AVX512
+void gemm_avx512(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
+                 float* out, size_t out_stride, int threads);
+void gemm_avx512_fma(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias,
+                     float alpha, float* out, size_t out_stride, int threads);
+#endif
 #if PVL_LOWBIT_AVX2
 void gemm_avx2(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
                float* out, size_t out_stride, int threads);
@@ -21,6 +28,8 @@ void gemm_avx2_fma(const PackedWeights& w, const float* a, size_t a_stride, int 
                    float alpha, float* out, size_t out_stride, int threads);
 void gemm_scalar_fma(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias,
                      float alpha, float* out, size_t out_stride, int threads);
+void gemm_scalar_wide_fma(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias,
+                          float alpha, float* out, size_t out_stride, int threads);
 #endif
 
 namespace {
@@ -28,6 +37,7 @@ namespace {
 #if defined(__aarch64__)
 template <bool kFused>
 struct Neon {
+  static constexpr int kSpan = 1;
   struct F {
     float32x4_t lo, hi;
   };
@@ -39,8 +49,9 @@ struct Neon {
     vst1q_f32(p, x.lo);
     vst1q_f32(p + 4, x.hi);
   }
+  static F load_groups(const float* p, size_t) { return load(p); }
   static F set1(float s) { return {vdupq_n_f32(s), vdupq_n_f32(s)}; }
-  static I load_words(const uint32_t* p) {
+  static I load_group_words(const uint32_t* p, size_t) {
     return {vreinterpretq_s32_u32(vld1q_u32(p)), vreinterpretq_s32_u32(vld1q_u32(p + 4))};
   }
   static int32x4_t srl4(int32x4_t x, int n) {
@@ -77,11 +88,12 @@ PackedWeights pack_codes(int bits, int block, int K, int N, const unsigned char*
   w.K = K;
   w.N = N;
   w.groups = (N + kLanes - 1) / kLanes;
+  w.stored_groups = (w.groups + 1) / 2 * 2;
   w.chunk_k = bits == 4 ? 8 : 16;
   w.chunk_words = bits * w.chunk_k / 32;
   const size_t row_bytes = static_cast<size_t>(K) * bits / 8;  // whole words: K is a multiple of chunk_k
   const size_t row_words = row_bytes / 4;
-  w.words.assign(static_cast<size_t>(w.groups) * row_words * kLanes, 0u);
+  w.words.assign(static_cast<size_t>(w.stored_groups) * row_words * kLanes, 0u);
   for (int g = 0; g < w.groups; ++g) {
     uint32_t* dst = w.words.data() + static_cast<size_t>(g) * row_words * kLanes;
     for (int l = 0; l < kLanes; ++l) {
@@ -102,7 +114,7 @@ PackedWeights pack_codes(int bits, int block, int K, int N, const unsigned char*
 
 void attach_scales(PackedWeights& w, const float* scales, const float* input_scales) {
   const int nblocks = (w.K + w.block - 1) / w.block;
-  w.descales.assign(static_cast<size_t>(w.groups) * nblocks * kLanes, 1.f);
+  w.descales.assign(static_cast<size_t>(w.stored_groups) * nblocks * kLanes, 1.f);
   for (int j = 0; j < w.N; ++j) {
     float* dst = w.descales.data() + static_cast<size_t>(j / kLanes) * nblocks * kLanes + j % kLanes;
     for (int blk = 0; blk < nblocks; ++blk)
@@ -124,11 +136,23 @@ bool avx2_runs(Rounding rounding) {
 #endif
 }
 
+// Where the AVX-512 instances can run: AVX-512F has the fused multiply-add itself.
+bool avx512_runs() {
+#if PVL_LOWBIT_AVX512
+  return ncnn::cpu_support_x86_avx512() != 0;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 const char* kernel_name(Rounding rounding, Kernel kernel) {
-  if (kernel == Kernel::kBest) {
-    if (avx2_runs(rounding)) return rounding == Rounding::kFused ? "avx2+fma" : "avx2";
+  const bool fused = rounding == Rounding::kFused;
+  if (kernel == Kernel::kBest && avx512_runs()) return fused ? "avx512+fma" : "avx512";
+  if (kernel == Kernel::kScalarWide) return "scalar x16";
+  if (kernel != Kernel::kScalar) {
+    if (avx2_runs(rounding)) return fused ? "avx2+fma" : "avx2";
 #if defined(__aarch64__)
     return "neon";
 #endif
@@ -139,7 +163,15 @@ const char* kernel_name(Rounding rounding, Kernel kernel) {
 void gemm(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
           float* out, size_t out_stride, int threads, Rounding rounding, Kernel kernel) {
   const bool fused = rounding == Rounding::kFused;
-  if (kernel == Kernel::kBest) {
+#if PVL_LOWBIT_AVX512
+  if (kernel == Kernel::kBest && avx512_runs()) {
+    if (fused) detail::gemm_avx512_fma(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+    else detail::gemm_avx512(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+    return;
+  }
+#endif
+  const bool wide = kernel == Kernel::kScalarWide;
+  if (kernel != Kernel::kScalar && !wide) {
 #if PVL_LOWBIT_AVX2
     if (avx2_runs(rounding)) {
       if (fused) detail::gemm_avx2_fma(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
@@ -157,10 +189,16 @@ void gemm(const PackedWeights& w, const float* a, size_t a_stride, int M, const 
   // The fused portable lanes where the CPU has FMA, so std::fma is the instruction: some C libraries'
   // fmaf (mingw-w64's) does not round once.
   if (fused && ncnn::cpu_support_x86_fma()) {
-    detail::gemm_scalar_fma(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+    if (wide) detail::gemm_scalar_wide_fma(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+    else detail::gemm_scalar_fma(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
     return;
   }
 #endif
+  if (wide) {
+    if (fused) detail::run<detail::Scalar<true, 2>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+    else detail::run<detail::Scalar<false, 2>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
+    return;
+  }
   if (fused) detail::run<detail::Scalar<true>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
   else detail::run<detail::Scalar<false>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
 }

@@ -4,6 +4,7 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace pvl::lowbit::detail {
@@ -14,12 +15,16 @@ namespace {
 
 template <bool kFused>
 struct Avx2 {
+  static constexpr int kSpan = 1;
   using F = __m256;
   using I = __m256i;
   static F load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
+  static F load_groups(const float* p, size_t) { return load(p); }
   static F set1(float v) { return _mm256_set1_ps(v); }
-  static I load_words(const uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static I load_group_words(const uint32_t* p, size_t) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
   static I shl(I x, int n) { return _mm256_sll_epi32(x, _mm_cvtsi32_si128(n)); }
   static I sra(I x, int n) { return _mm256_sra_epi32(x, _mm_cvtsi32_si128(n)); }
   static I shr(I x, int n) { return _mm256_srl_epi32(x, _mm_cvtsi32_si128(n)); }

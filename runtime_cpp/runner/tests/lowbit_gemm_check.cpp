@@ -5,7 +5,8 @@
 // Cases: 4 and 6 bits, blocks 32/64/128, with and without ncnn's per-k input scale, K a multiple of the
 // block or ending in a partial block, N in and out of whole lane groups, M from 1 (decode) up, 2-D and
 // 3-D inputs, C absent / constant in each broadcast type / a second input, alpha and beta not 1, one and
-// two threads, the best kernel here and the portable one. Shapes the kernel does not take (K not a whole
+// two threads, every instance this CPU runs (the widest, the 8-lane one, the portable one; and the runtime
+// must have proved the widest in its probe). Shapes the kernel does not take (K not a whole
 // chunk, 8 bits) must be handed to the builtin (packed() false) and still agree.
 //
 // The rounding LowBitGemm measured for this ncnn (fused or not, ncnn_loop_rounding) is printed first.
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -68,10 +70,11 @@ struct Built {
   bool packed;
 };
 
-std::string best_kernel_name() {
+std::string kernel_name(pvl::lowbit::Kernel kernel) {
   const int rounding = pvl::ncnn_loop_rounding();
   if (rounding < 0) return "none (it reproduces neither rounding of this ncnn)";
-  return pvl::lowbit::kernel_name(rounding == 1 ? pvl::lowbit::Rounding::kFused : pvl::lowbit::Rounding::kSeparate);
+  return pvl::lowbit::kernel_name(rounding == 1 ? pvl::lowbit::Rounding::kFused : pvl::lowbit::Rounding::kSeparate,
+                                  kernel);
 }
 
 int block_code(int block) { return block == 32 ? 0 : block == 64 ? 1 : 2; }
@@ -146,27 +149,40 @@ bool run_case(const Case& c, std::mt19937& rng) {
   if (c.c_mode == 5) bottoms.push_back(random_floats(c.N, rng, -3.f, 3.f));  // broadcast 4, inferred
 
   ncnn::Layer* builtin = ncnn::create_layer_cpu(ncnn::LayerType::Gemm);
-  pvl::LowBitGemm best(pvl::lowbit::Kernel::kBest);
-  pvl::LowBitGemm scalar(pvl::lowbit::Kernel::kScalar);
-  bool ok = build(builtin, c, weights, opt) && build(&best, c, weights, opt) && build(&scalar, c, weights, opt);
+  // Every instance this CPU runs: the widest, the 8-lane one and the portable lanes 8 and 16 wide (the
+  // same one twice where there is nothing wider).
+  const pvl::lowbit::Kernel kernels[] = {pvl::lowbit::Kernel::kBest, pvl::lowbit::Kernel::kEightLanes,
+                                         pvl::lowbit::Kernel::kScalar, pvl::lowbit::Kernel::kScalarWide};
+  std::vector<std::unique_ptr<pvl::LowBitGemm>> mine;
+  bool ok = build(builtin, c, weights, opt);
+  for (pvl::lowbit::Kernel kernel : kernels) {
+    mine.push_back(std::make_unique<pvl::LowBitGemm>(kernel));
+    ok = ok && build(mine.back().get(), c, weights, opt);
+  }
   if (!ok) {
     std::printf("FAIL %s: a layer refused the params or weights\n", describe(c).c_str());
     delete builtin;
     return false;
   }
   const bool expect_packed = pvl::lowbit::packable(c.bits, c.block, c.K);
-  if (best.packed() != expect_packed || scalar.packed() != expect_packed) {
-    std::printf("FAIL %s: packed() %d, expected %d\n", describe(c).c_str(), best.packed(), expect_packed);
+  std::vector<ncnn::Mat> want(1);
+  if (builtin->forward(bottoms, want, opt) != 0) {
+    std::printf("FAIL %s: ncnn's forward failed\n", describe(c).c_str());
     ok = false;
   }
-  std::vector<ncnn::Mat> want(1), got_best(1), got_scalar(1);
-  if (builtin->forward(bottoms, want, opt) != 0 || best.forward(bottoms, got_best, opt) != 0 ||
-      scalar.forward(bottoms, got_scalar, opt) != 0) {
-    std::printf("FAIL %s: a forward failed\n", describe(c).c_str());
-    ok = false;
-  } else {
-    ok = same_bits(want[0], got_best[0], describe(c) + " kernel " + best_kernel_name()) && ok;
-    ok = same_bits(want[0], got_scalar[0], describe(c) + " kernel scalar") && ok;
+  for (size_t i = 0; ok && i < mine.size(); ++i) {
+    const std::string what = describe(c) + " kernel " + kernel_name(kernels[i]);
+    if (mine[i]->packed() != expect_packed) {
+      std::printf("FAIL %s: packed() %d, expected %d\n", what.c_str(), mine[i]->packed(), expect_packed);
+      ok = false;
+    }
+    std::vector<ncnn::Mat> got(1);
+    if (mine[i]->forward(bottoms, got, opt) != 0) {
+      std::printf("FAIL %s: forward failed\n", what.c_str());
+      ok = false;
+    } else {
+      ok = same_bits(want[0], got[0], what) && ok;
+    }
   }
   builtin->destroy_pipeline(opt);
   delete builtin;
@@ -189,7 +205,7 @@ int main() {
       for (int format : {0, 1}) {
         // K: whole blocks; a partial last block; (4 bits) a multiple of 8 but not 16; not a whole chunk.
         for (int K : {2 * block, block + 48, 200, 36}) {
-          for (int N : {1, 8, 13, 40}) {
+          for (int N : {1, 8, 13, 40, 136}) {
             for (int M : {1, 3, 6}) {
               const int c_mode = c_modes[n % 8];
               const int dims = n % 3 == 2 ? 3 : 2;
@@ -210,11 +226,20 @@ int main() {
   cases.push_back({6, 64, 0, 2048, 1024, 5, -2, 2, 1.f, 1.f, 2});
 
   int failed = 0, packed = 0;
+  // The runtime takes the widest instance only where the once-per-process probe proved it: here, where the
+  // cases below hold it against ncnn, the probe must have proved it too.
+  if (rounding >= 0 && pvl::proven_best_kernel() != pvl::lowbit::Kernel::kBest) {
+    std::printf("FAIL the probe did not prove the widest instance (%s); the runtime runs %s\n",
+                kernel_name(pvl::lowbit::Kernel::kBest).c_str(), pvl::lowbit_kernel_in_use());
+    ++failed;
+  }
   for (const Case& c : cases) {
     if (!run_case(c, rng)) ++failed;
     if (pvl::lowbit::packable(c.bits, c.block, c.K)) ++packed;
   }
-  std::printf("lowbit_gemm_check: %zu cases (%d through the kernel, best kernel here: %s), %d failed\n",
-              cases.size(), packed, best_kernel_name().c_str(), failed);
+  std::printf("lowbit_gemm_check: %zu cases (%d through the kernel, kernels here: %s, %s, %s, %s), %d failed\n",
+              cases.size(), packed, kernel_name(pvl::lowbit::Kernel::kBest).c_str(),
+              kernel_name(pvl::lowbit::Kernel::kEightLanes).c_str(), kernel_name(pvl::lowbit::Kernel::kScalar).c_str(),
+              kernel_name(pvl::lowbit::Kernel::kScalarWide).c_str(), failed);
   return failed == 0 ? 0 : 1;
 }

@@ -88,6 +88,15 @@ bool has_block_quantized_gemm(const std::string& param_path);
 // leaves the choice to the compiler and the target flags it was built with (lowbit_kernel.hpp).
 int ncnn_loop_rounding();
 
+// The instance the runtime's Gemms run (the layer factory builds LowBitGemm with it): kBest when the widest
+// instance this CPU has agrees with the builtin Gemm on the same probe cases as the 8-lane one (measured
+// once), else kEightLanes. The widest (AVX-512) instance is only taken where it is proven in the process
+// that runs it; a LowBitGemm built for kBest directly (the checks) runs the widest unconditionally.
+lowbit::Kernel proven_best_kernel();
+
+// The name of the instance above under the measured rounding ("avx512+fma", "avx2", "neon", ...).
+const char* lowbit_kernel_in_use();
+
 // How many Gemm layers this process has loaded through the kernel so far (for --verbose).
 int packed_gemm_layers();
 

@@ -15,8 +15,8 @@
 // build (compiled for AVX2 + FMA: vfmadd231ss), the baseline x86-64 build and the wheel cannot (SSE2).
 // The kernel performs those operations in that order for every output, with the rounding (Rounding)
 // the ncnn it runs beside uses, which LowBitGemm measures once per process (lowbit_gemm.hpp); it only
-// runs eight outputs (columns j) side by side in SIMD lanes, and several rows i over the same decoded
-// weights. runner/tests/lowbit_gemm_check.cpp holds it against ncnn's builtin Gemm, bit for bit, on every
+// runs eight outputs (columns j) side by side in SIMD lanes (sixteen with AVX-512: two column groups in one
+// register), and several rows i over the same decoded weights. runner/tests/lowbit_gemm_check.cpp holds it against ncnn's builtin Gemm, bit for bit, on every
 // build the ctests run (Linux, ASan, mingw under wine, aarch64 under qemu).
 //
 // The layout (PackedWeights): ncnn's row j is a little-endian bit stream, weight k at bit k*bits. The 32-bit
@@ -40,10 +40,12 @@ struct PackedWeights {
   int block = 0;         // k per scale: 32, 64 or 128
   int K = 0, N = 0;
   int groups = 0;        // ceil(N / kLanes): column groups, the last padded with zero weights
+  int stored_groups = 0; // groups rounded up to even: a 16-lane kernel reads groups in pairs, and the
+                         // group after an odd last one holds zero weights and descales of 1
   int chunk_k = 0;       // k per chunk: 8 (4 bits) or 16 (6 bits)
   int chunk_words = 0;   // 32-bit words per lane per chunk: 1 or 3
-  std::vector<uint32_t> words;      // [group][chunk][word][lane]
-  std::vector<float> descales;      // [group][block][lane]: 1.f / scale (1.f in padding lanes)
+  std::vector<uint32_t> words;      // [stored group][chunk][word][lane]
+  std::vector<float> descales;      // [stored group][block][lane]: 1.f / scale (1.f in padding lanes)
   std::vector<float> input_scales;  // [K], empty without ncnn's per-k input scale (format 1)
 };
 
@@ -68,9 +70,11 @@ struct Bias {
 // How `sum + x * y` is rounded: twice (a multiply, then an add) or once (a fused multiply-add).
 enum class Rounding { kSeparate, kFused };
 
-// kBest: the widest this CPU runs (AVX2 on x86 where the CPU has it, NEON on aarch64); kScalar: the
-// portable lanes, which the check runs as well so that the fallback is proven too.
-enum class Kernel { kBest, kScalar };
+// kBest: the widest this CPU runs (AVX-512 on x86 where the CPU has it, else AVX2 where it has that, NEON
+// on aarch64); kEightLanes: the 8-lane instance of the same (AVX2 or NEON, else the portable lanes);
+// kScalar: the portable lanes; kScalarWide: the portable lanes sixteen wide, the AVX-512 instance's loop
+// (column groups in pairs) on any CPU. The check runs them all, so that every fallback is proven too.
+enum class Kernel { kBest, kEightLanes, kScalar, kScalarWide };
 
 // out (M rows of N floats, out_stride apart) = A (M rows of K floats, a_stride apart) times the weights, with
 // the bias, times alpha; threads > 1 splits the column groups among OpenMP threads (the result does not
@@ -78,7 +82,8 @@ enum class Kernel { kBest, kScalar };
 void gemm(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
           float* out, size_t out_stride, int threads, Rounding rounding, Kernel kernel = Kernel::kBest);
 
-// Which instructions gemm() runs for a kernel choice here: "avx2", "avx2+fma", "neon" or "scalar".
+// Which instructions gemm() runs for a kernel choice here: "avx512", "avx512+fma", "avx2", "avx2+fma",
+// "neon", "scalar" or "scalar x16".
 const char* kernel_name(Rounding rounding, Kernel kernel = Kernel::kBest);
 
 }  // namespace pvl::lowbit
