@@ -125,7 +125,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
     if (const int packed = packed_gemm_layers())
       std::fprintf(log, "4/6-bit Gemms: %d through gsurg's %s kernel\n", packed, lowbit_kernel_in_use());
     if (const int int8 = int8_gemm_layers())
-      std::fprintf(log, "8-bit Gemms: %d through gsurg's avx512-vnni kernel\n", int8);
+      std::fprintf(log, "8-bit Gemms: %d through gsurg's %s kernel\n", int8, int8k::kernel_name());
     if (!images.empty()) {
       const int count = static_cast<int>(images.size());
       std::fprintf(log, "preprocess: %.3f s (%d images)\n", preprocess_seconds, count);

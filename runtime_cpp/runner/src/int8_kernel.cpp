@@ -1,6 +1,9 @@
-// The 8-bit kernel's layout and dispatch (int8_kernel.hpp); the arithmetic is in int8_kernel_avx512.cpp.
+// The 8-bit kernel's layout and dispatch (int8_kernel.hpp); the arithmetic is in int8_kernel_avx512.cpp and
+// int8_kernel_avx2.cpp.
 #include "pvl/int8_kernel.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -8,21 +11,40 @@
 
 namespace pvl::int8k {
 
-#if PVL_INT8_AVX512
+#if PVL_INT8_AVX512 || PVL_INT8_AVX2
 namespace detail {
 void reciprocals_avx512(const float* x, float* out);
 void gemm_avx512vnni(const Int8Weights& w, const float* a, size_t a_stride, int M, float* out,
                      size_t out_stride, int threads, Descale descale);
+void reciprocals_avx2(const float* x, float* out);
+void gemm_avx2(const Int8Weights& w, const float* a, size_t a_stride, int M, float* out, size_t out_stride,
+               int threads, Descale descale, RowForms rows);
 }  // namespace detail
 #endif
 
-bool available() {
+namespace {
+
+bool vnni_runs() {
 #if PVL_INT8_AVX512
   return ncnn::cpu_support_x86_avx512() && ncnn::cpu_support_x86_avx512_vnni();
 #else
   return false;
 #endif
 }
+
+bool avx2_runs() {
+#if PVL_INT8_AVX2
+  return ncnn::cpu_support_x86_avx2() && ncnn::cpu_support_x86_fma();
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool available() { return vnni_runs() || avx2_runs(); }
+
+const char* kernel_name() { return vnni_runs() ? "avx512-vnni" : avx2_runs() ? "avx2" : "none"; }
 
 bool packable(int block, int K) {
   return (block == 32 || block == 64 || block == 128) && K > 0 && K % block == 0;
@@ -37,8 +59,14 @@ size_t record_bytes(int block) { return static_cast<size_t>(block) * kLanes + 2 
 // one Newton step: GCC's vectorised 1.f / x under -ffast-math), or by division where the kernel cannot run.
 void reciprocals(const float* x, float* out) {
 #if PVL_INT8_AVX512
-  if (available()) {
+  if (vnni_runs()) {
     detail::reciprocals_avx512(x, out);
+    return;
+  }
+#endif
+#if PVL_INT8_AVX2
+  if (avx2_runs()) {
+    detail::reciprocals_avx2(x, out);
     return;
   }
 #endif
@@ -56,7 +84,8 @@ Int8Weights pack_codes(int block, int K, int N, const signed char* rows, int thr
   const int blocks = K / block;
   w.group_bytes = record_bytes(block) * static_cast<size_t>(blocks);
   w.data.reset(new unsigned char[w.group_bytes * static_cast<size_t>(w.groups)]);
-#pragma omp parallel for num_threads(threads) schedule(static)
+  int min_code = 0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(| : min_code)
   for (int g = 0; g < w.groups; ++g) {
     for (int b = 0; b < blocks; ++b) {
       unsigned char* rec = w.data.get() + w.group_bytes * g + record_bytes(block) * b;
@@ -71,13 +100,17 @@ Int8Weights pack_codes(int block, int K, int N, const signed char* rows, int thr
         const signed char* src = rows + static_cast<size_t>(j) * K + static_cast<size_t>(b) * block;
         for (int s = 0; s < block / 4; ++s) {
           std::memcpy(rec + (static_cast<size_t>(s) * kLanes + lane) * 4, src + 4 * s, 4);
-          for (int t = 0; t < 4; ++t) corr[lane] += src[4 * s + t];
+          for (int t = 0; t < 4; ++t) {
+            corr[lane] += src[4 * s + t];
+            if (src[4 * s + t] == -128) min_code = 1;
+          }
         }
         corr[lane] *= 128;
       }
       std::memcpy(rec + static_cast<size_t>(block) * kLanes, corr, sizeof corr);
     }
   }
+  w.has_min_code = min_code != 0;
   return w;
 }
 
@@ -108,12 +141,58 @@ void attach_scales(Int8Weights& w, const float* scales, const float* input_scale
   if (input_scales != nullptr) w.input_scales.assign(input_scales, input_scales + w.K);
 }
 
+int ncnn_avx_tile_m(int M, int N, int K, int block, int constant_tile_m, int constant_tile_n,
+                    int constant_tile_k, int nt) {
+  // The steps of ncnn's get_optimal_tile_mnk_wq_int8 that decide TILE_M in its __AVX__ build (TILE_N only
+  // where TILE_M reads it: nowhere), with its float arithmetic.
+  (void)N, (void)constant_tile_n;
+  const size_t l2 = static_cast<size_t>(ncnn::get_cpu_level2_cache_size());
+  if (nt == 0) nt = ncnn::get_physical_big_cpu_count();
+  int tile_size = static_cast<int>(std::sqrt(static_cast<float>(l2) / static_cast<float>(2 * sizeof(signed char) +
+                                                                                          sizeof(float))));
+  int tile_m = std::max(8, tile_size / 8 * 8);
+  int tile_k = std::max(block, tile_size / block * block);
+  if (K > 0) {
+    const int nn_k = (K + tile_k - 1) / tile_k;
+    tile_k = std::min(K, ((K + nn_k - 1) / nn_k + block - 1) / block * block);
+    if (nn_k == 1) {
+      tile_size = std::max(1, static_cast<int>(static_cast<float>(l2) / 2 / static_cast<float>(sizeof(signed char)) /
+                                               static_cast<float>(tile_k)));
+      tile_m = std::max(8, tile_size / 8 * 8);
+    }
+  }
+  tile_m *= std::min(nt, ncnn::get_physical_cpu_count());
+  if (M > 0) {
+    const int nn_m = (M + tile_m - 1) / tile_m;
+    tile_m = std::min(tile_m, ((M + nn_m - 1) / nn_m + 7) / 8 * 8);
+  }
+  if (nt > 1) tile_m = std::min(tile_m, (std::max(1, tile_m / nt) + 7) / 8 * 8);
+  if (constant_tile_m > 0) tile_m = (constant_tile_m + 7) / 8 * 8;
+  (void)constant_tile_k;  // TILE_K does not change TILE_M once the nn_K == 1 step above is past
+  return tile_m;
+}
+
+RowForms ncnn_row_forms(int M, int N, int K, int block, int constant_tile_m, int constant_tile_n,
+                        int constant_tile_k, int nt) {
+  RowForms rows;
+  if (!vnni_runs() && avx2_runs() && !ncnn::cpu_support_x86_avx512())
+    rows.tile_m = ncnn_avx_tile_m(M, N, K, block, constant_tile_m, constant_tile_n, constant_tile_k, nt);
+  return rows;
+}
+
 void gemm(const Int8Weights& w, const float* a, size_t a_stride, int M, float* out, size_t out_stride,
-          int threads, Descale descale) {
+          int threads, Descale descale, RowForms rows) {
 #if PVL_INT8_AVX512
-  detail::gemm_avx512vnni(w, a, a_stride, M, out, out_stride, threads, descale);
+  if (vnni_runs()) {
+    detail::gemm_avx512vnni(w, a, a_stride, M, out, out_stride, threads, descale);
+    return;
+  }
+#endif
+#if PVL_INT8_AVX2
+  detail::gemm_avx2(w, a, a_stride, M, out, out_stride, threads, descale, rows);
 #else
   (void)w, (void)a, (void)a_stride, (void)M, (void)out, (void)out_stride, (void)threads, (void)descale;
+  (void)rows;
 #endif
 }
 

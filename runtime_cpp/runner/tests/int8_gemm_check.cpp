@@ -1,6 +1,6 @@
 // int8_gemm_check: the 8-bit kernel (runner/include/pvl/int8_kernel.hpp) as LowBitGemm runs it.
 //
-// Where the kernel runs (a CPU with AVX-512 VNNI and an ncnn whose decode step it reproduces,
+// Where the kernel runs (a CPU with AVX-512 VNNI or AVX2 + FMA and an ncnn whose decode step it reproduces,
 // pvl::int8_descale() >= 0):
 //   1. one input row (a decode step), every shape below: the output equals ncnn's builtin Gemm bit for bit
 //      (memcmp) -- ncnn is the golden;
@@ -46,12 +46,14 @@ struct Case {
   int c_mode;  // -2 none, -1 constant but absent (type -1), 4 constant per column (not taken)
   float alpha;
   bool packing;  // the net's options pack (not taken)
+  bool min_code = false;  // codes over [-128, 127], at least one -128 (else [-127, 127], as quantizers write)
 };
 
 std::string describe(const Case& c) {
   char buf[200];
-  std::snprintf(buf, sizeof buf, "format %d block %d K %d N %d M %d threads %d C %d alpha %g packing %d",
-                c.format,                c.block, c.K, c.N, c.M, c.threads, c.c_mode, c.alpha, c.packing ? 1 : 0);
+  std::snprintf(buf, sizeof buf, "format %d block %d K %d N %d M %d threads %d C %d alpha %g packing %d%s",
+                c.format, c.block, c.K, c.N, c.M, c.threads, c.c_mode, c.alpha, c.packing ? 1 : 0,
+                c.min_code ? " codes to -128" : "");
   return buf;
 }
 
@@ -87,10 +89,38 @@ __attribute__((target("fma"))) float fused(float a, float b, float c) { return _
 float fused(float a, float b, float c) { return std::fma(a, b, c); }
 #endif
 
-std::vector<float> model(const Weights& w, const Case& c, const std::vector<float>& a, bool reciprocal) {
+// A row's scale 127 / absmax, or, for a row ncnn quantizes in its 8- or 4-row paths, 127 times the
+// approximate reciprocal of absmax after one Newton step (the statement's RowForms).
+float row_scale(float absmax, bool approximate) {
+  if (absmax == 0.f) return 0.f;
+#if defined(__x86_64__) || defined(_M_X64)
+  if (approximate) {
+    const __m128 x = _mm_set_ss(absmax);
+    const __m128 r0 = _mm_rcp_ss(x);
+    const float r = _mm_cvtss_f32(_mm_sub_ss(_mm_add_ss(r0, r0), _mm_mul_ss(r0, _mm_mul_ss(r0, x))));
+    return 127.f * r;
+  }
+#else
+  (void)approximate;
+#endif
+  return 127.f / absmax;
+}
+
+// Whether row i of M is one ncnn quantizes in a group of 4 or more rows: every row of a tile of tile_m
+// but its last (tile rows % 4).
+bool approximate_row(int i, int M, int tile_m) {
+  if (tile_m <= 0) return false;
+  const int first = i / tile_m * tile_m;
+  const int rows = std::min(M - first, tile_m);
+  return i - first < rows - rows % 4;
+}
+
+std::vector<float> model(const Weights& w, const Case& c, const std::vector<float>& a, bool reciprocal,
+                         int tile_m) {
   const int blocks = c.K / c.block;
   std::vector<float> out(static_cast<size_t>(c.M) * c.N);
   for (int i = 0; i < c.M; ++i) {
+    const bool approximate = c.M > 1 && approximate_row(i, c.M, tile_m);
     const float* v = a.data() + static_cast<size_t>(i) * c.K;
     std::vector<int> q(c.K);
     std::vector<float> descale_a(blocks);
@@ -100,11 +130,13 @@ std::vector<float> model(const Weights& w, const Case& c, const std::vector<floa
         const float m = w.input_scales.empty() ? std::fabs(v[k]) : std::fabs(v[k]) * w.input_scales[k];
         if (m > absmax) absmax = m;
       }
-      const float scale = absmax != 0.f ? 127.f / absmax : 0.f;
+      const float scale = row_scale(absmax, approximate);
       descale_a[b] = reciprocal ? absmax * (1.f / 127.f) : absmax / 127.f;
       for (int k = b * c.block; k < (b + 1) * c.block; ++k) {
-        const float p = w.input_scales.empty() ? v[k] : v[k] * w.input_scales[k];
-        const float t = p * scale;
+        // with an input scale, (v * s) * scale, or (v * scale) * s in ncnn's multi-row paths (RowForms)
+        const float t = w.input_scales.empty() ? v[k] * scale
+                        : approximate          ? (v[k] * scale) * w.input_scales[k]
+                                               : (v[k] * w.input_scales[k]) * scale;
         const float adj = t + (std::signbit(t) ? -0.5f : 0.5f);
         q[k] = std::max(-127, std::min(127, static_cast<int>(adj)));
       }
@@ -173,10 +205,11 @@ bool first_difference(const float* want, const float* got, int M, int N, const s
 
 Weights random_weights(const Case& c, std::mt19937& rng) {
   Weights w;
-  std::uniform_int_distribution<int> code(-127, 127);
+  std::uniform_int_distribution<int> code(c.min_code ? -128 : -127, 127);
   std::uniform_real_distribution<float> positive(1.f, 90.f), unit(-1.f, 1.f);
   w.codes.resize(static_cast<size_t>(c.K) * c.N);
   for (auto& x : w.codes) x = static_cast<signed char>(code(rng));
+  if (c.min_code) w.codes[w.codes.size() / 2] = -128;
   w.scales.resize(static_cast<size_t>((c.K + c.block - 1) / c.block) * c.N);
   for (auto& x : w.scales) x = positive(rng);
   if (c.format == 1) {
@@ -236,7 +269,10 @@ void run_case(const Case& c, std::mt19937& rng, bool kernel_runs, bool reciproca
   if (got_plain.elempack != 1) ncnn::convert_packing(got[0], got_plain, 1, opt);
   const float* pw = static_cast<const float*>(want_plain.data);
   const float* pg = static_cast<const float*>(got_plain.data);
-  if (!expect_packed || c.M == 1) {
+  // Where the kernel reproduces how ncnn tiles and quantizes several rows (the AVX2 instance beside ncnn's
+  // AVX build), every row must equal ncnn's; elsewhere the rows of a multi-row input are only counted.
+  const int tile_m = pvl::int8k::ncnn_row_forms(c.M, c.N, c.K, c.block, 0, 0, 0, c.threads).tile_m;
+  if (!expect_packed || c.M == 1 || tile_m > 0) {
     ok = !first_difference(pw, pg, c.M, c.N, describe(c) + (expect_packed ? " vs ncnn" : " (builtin)")) && ok;
   } else {
     for (int i = 0; i < c.M; ++i) {
@@ -247,7 +283,7 @@ void run_case(const Case& c, std::mt19937& rng, bool kernel_runs, bool reciproca
     }
   }
   if (expect_packed) {
-    const std::vector<float> m = model(w, c, a, reciprocal);
+    const std::vector<float> m = model(w, c, a, reciprocal, tile_m);
     ok = !first_difference(m.data(), pg, c.M, c.N, describe(c) + " vs the model") && ok;
   }
   builtin->destroy_pipeline(opt);
@@ -262,14 +298,14 @@ int main() {
   const int descale = pvl::int8_descale();
   const bool kernel_runs = available && descale >= 0;
   if (!available) {
-    std::printf("no AVX-512 VNNI kernel on this CPU or build: every 8-bit Gemm must stay with ncnn's "
-                "layer\n");
+    std::printf("no 8-bit kernel on this CPU or build (neither AVX-512 VNNI nor AVX2 + FMA): every 8-bit "
+                "Gemm must stay with ncnn's layer\n");
   } else if (descale < 0) {
     std::printf("the kernel runs here but reproduces neither descale form of this ncnn's 8-bit kernel: every "
                 "8-bit Gemm must stay with ncnn's layer\n");
   } else {
-    std::printf("the kernel runs here; this ncnn computes the input descale as %s\n",
-                descale == 1 ? "absmax * (1 / 127)" : "absmax / 127");
+    std::printf("the %s kernel runs here; this ncnn computes the input descale as %s\n",
+                pvl::int8k::kernel_name(), descale == 1 ? "absmax * (1 / 127)" : "absmax / 127");
   }
   std::mt19937 rng(20261203);
   Tally tally;
@@ -288,6 +324,13 @@ int main() {
           }
         }
       }
+    }
+  }
+  // Weights of -128 (ncnn's format allows them; gsurg's quantizer and ncnn's write [-127, 127]).
+  for (int block : {32, 64, 128}) {
+    for (int M : {1, 5}) {
+      run_case({0, block, 3 * block, 40, M, 2, -2, 1.f, false, true}, rng, kernel_runs, descale == 1, tally);
+      run_case({1, block, 2 * block, 13, M, 1, -2, 1.f, false, true}, rng, kernel_runs, descale == 1, tally);
     }
   }
   // Forms the kernel does not take.

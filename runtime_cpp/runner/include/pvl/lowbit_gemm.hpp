@@ -1,6 +1,7 @@
 // ncnn's Gemm layer as the runner loads it where a net has block-quantized weights: LowBitGemm runs each
 // 4- or 6-bit Gemm through lowbit_kernel.hpp (bit-identical to ncnn's own loop, many times faster), each
-// 8-bit one, on a CPU with AVX-512 VNNI and in a net with exact fp32 options, through int8_kernel.hpp, and
+// 8-bit one, on a CPU with AVX-512 VNNI or AVX2 + FMA and in a net with exact fp32 options, through
+// int8_kernel.hpp, and
 // hands every other Gemm, unchanged, to ncnn's builtin layer for this CPU.
 //
 // Contract:
@@ -66,6 +67,7 @@ class LowBitGemm : public ncnn::Layer {
   int constant_m_ = 0, n_ = 0, k_ = 0;  // [7] [8] [9]
   int constant_c_ = 0, broadcast_c_ = 0;  // [6] [10]
   int bits_ = 0, block_ = 0;  // [18] = bits * 100 + input-scale format * 10 + block code
+  int constant_tile_[3] = {0, 0, 0};  // [20] [21] [22]: ncnn's constant_TILE_M/N/K (its row tiles, 8 bits)
   bool has_input_scale_ = false;
   ncnn::Mat c_;  // C as read
   lowbit::PackedWeights weights_;     // 4 and 6 bits
