@@ -9,6 +9,8 @@
 
 #include <cpu.h>
 
+#include "int8_kernel_rows.hpp"
+
 namespace pvl::int8k {
 
 #if PVL_INT8_AVX512 || PVL_INT8_AVX2
@@ -52,9 +54,6 @@ bool packable(int block, int K) {
 
 namespace {
 
-// The byte offsets of one (group, block) record: codes, then corrections, then descales.
-size_t record_bytes(int block) { return static_cast<size_t>(block) * kLanes + 2 * sizeof(int32_t) * kLanes; }
-
 // 16 descales 1 / x as ncnn's x86 pack computes them for its 8-column groups (an approximate reciprocal and
 // one Newton step: GCC's vectorised 1.f / x under -ffast-math), or by division where the kernel cannot run.
 void reciprocals(const float* x, float* out) {
@@ -82,13 +81,13 @@ Int8Weights pack_codes(int block, int K, int N, const signed char* rows, int thr
   w.N = N;
   w.groups = (N + kLanes - 1) / kLanes;
   const int blocks = K / block;
-  w.group_bytes = record_bytes(block) * static_cast<size_t>(blocks);
+  w.group_bytes = detail::record_bytes(block) * static_cast<size_t>(blocks);
   w.data.reset(new unsigned char[w.group_bytes * static_cast<size_t>(w.groups)]);
   int min_code = 0;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(| : min_code)
   for (int g = 0; g < w.groups; ++g) {
     for (int b = 0; b < blocks; ++b) {
-      unsigned char* rec = w.data.get() + w.group_bytes * g + record_bytes(block) * b;
+      unsigned char* rec = w.data.get() + w.group_bytes * g + detail::record_bytes(block) * b;
       int32_t corr[kLanes] = {};
       for (int lane = 0; lane < kLanes; ++lane) {
         const int j = g * kLanes + lane;
@@ -133,7 +132,7 @@ void attach_scales(Int8Weights& w, const float* scales, const float* input_scale
         if (j >= w.N) descale[lane] = 0.f;  // padding lanes
         else if (j >= approximated) descale[lane] = 1.f / column[lane];
       }
-      unsigned char* rec = w.data.get() + w.group_bytes * g + record_bytes(w.block) * b;
+      unsigned char* rec = w.data.get() + w.group_bytes * g + detail::record_bytes(w.block) * b;
       std::memcpy(rec + static_cast<size_t>(w.block) * kLanes + sizeof(int32_t) * kLanes, descale,
                   sizeof descale);
     }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "int8_kernel_rows.hpp"
 #include "pvl/int8_kernel.hpp"
 
 #if !defined(__AVX2__) || !defined(__FMA__)
@@ -27,8 +28,6 @@ namespace pvl::int8k::detail {
 
 namespace {
 
-size_t record_bytes(int block) { return static_cast<size_t>(block) * kLanes + 2 * sizeof(int32_t) * kLanes; }
-
 // One row of A, quantized per block as ncnn's x86 kernel does (int8_kernel.hpp): the signed codes a_q and
 // their magnitudes |a_q|.
 void quantize_row(const Int8Weights& w, const float* v, signed char* q, unsigned char* mag, float* descales,
@@ -37,11 +36,7 @@ void quantize_row(const Int8Weights& w, const float* v, signed char* q, unsigned
   const float* ps = w.input_scales.empty() ? nullptr : w.input_scales.data();
   for (int b = 0; b < blocks; ++b) {
     const int k0 = b * w.block;
-    float absmax = 0.f;
-    for (int k = k0; k < k0 + w.block; ++k) {
-      const float m = ps ? std::fabs(v[k]) * ps[k] : std::fabs(v[k]);
-      absmax = std::max(absmax, m);
-    }
+    const float absmax = block_absmax(v, ps, k0, w.block);
     float scale = 0.f;
     if (absmax != 0.f && approximate) {
       // ncnn's multi-row paths: 127 * ((r0 + r0) - r0 * (r0 * absmax)), r0 the approximate reciprocal
@@ -52,14 +47,12 @@ void quantize_row(const Int8Weights& w, const float* v, signed char* q, unsigned
     } else if (absmax != 0.f) {
       scale = 127.f / absmax;
     }
-    descales[b] = descale == Descale::kDivide ? absmax / 127.f : absmax * (1.f / 127.f);
+    descales[b] = input_descale(absmax, descale);
     for (int k = k0; k < k0 + w.block; ++k) {
       // ncnn's one- and two-row paths scale v * input_scale; GCC reassociates its 8- and 4-row paths to
       // (v * scale) * input_scale (read in gemm_x86_avx2.cpp.o).
       const float t = !ps ? v[k] * scale : approximate ? (v[k] * scale) * ps[k] : (v[k] * ps[k]) * scale;
-      const float adj = t + std::copysign(0.5f, t);
-      int i = static_cast<int>(adj);  // truncation, as cvttps
-      i = std::min(127, std::max(-127, i));
+      const int i = code_of(t);
       q[k] = static_cast<signed char>(i);
       mag[k] = static_cast<unsigned char>(i < 0 ? -i : i);
     }

@@ -7,13 +7,12 @@
 #include <cstring>
 #include <vector>
 
+#include "int8_kernel_rows.hpp"
 #include "pvl/int8_kernel.hpp"
 
 namespace pvl::int8k::detail {
 
 namespace {
-
-size_t record_bytes(int block) { return static_cast<size_t>(block) * kLanes + 2 * sizeof(int32_t) * kLanes; }
 
 // One row of A, quantized per block as ncnn's x86 kernel does (int8_kernel.hpp), stored as a_q + 128.
 void quantize_row(const Int8Weights& w, const float* v, unsigned char* q, float* descales, Descale descale) {
@@ -21,20 +20,12 @@ void quantize_row(const Int8Weights& w, const float* v, unsigned char* q, float*
   const float* ps = w.input_scales.empty() ? nullptr : w.input_scales.data();
   for (int b = 0; b < blocks; ++b) {
     const int k0 = b * w.block;
-    float absmax = 0.f;
-    for (int k = k0; k < k0 + w.block; ++k) {
-      const float m = ps ? std::fabs(v[k]) * ps[k] : std::fabs(v[k]);
-      absmax = std::max(absmax, m);
-    }
+    const float absmax = block_absmax(v, ps, k0, w.block);
     const float scale = absmax != 0.f ? 127.f / absmax : 0.f;
-    descales[b] = descale == Descale::kDivide ? absmax / 127.f : absmax * (1.f / 127.f);
+    descales[b] = input_descale(absmax, descale);
     for (int k = k0; k < k0 + w.block; ++k) {
       const float p = ps ? v[k] * ps[k] : v[k];
-      const float t = p * scale;
-      const float adj = t + std::copysign(0.5f, t);
-      int i = static_cast<int>(adj);  // truncation, as cvttps
-      i = std::min(127, std::max(-127, i));
-      q[k] = static_cast<unsigned char>(i + 128);
+      q[k] = static_cast<unsigned char>(code_of(p * scale) + 128);
     }
   }
 }
