@@ -54,8 +54,9 @@ bool packable(int block, int K) {
 
 namespace {
 
-// 16 descales 1 / x as ncnn's x86 pack computes them for its 8-column groups (an approximate reciprocal and
-// one Newton step: GCC's vectorised 1.f / x under -ffast-math), or by division where the kernel cannot run.
+// 16 descales 1 / x as ncnn's x86 pack computes them for its 8-column (AVX-512 build) or 4-column (AVX2
+// build) groups: an approximate reciprocal and one Newton step, GCC's vectorised 1.f / x under -ffast-math,
+// the same per lane either way; or by division where the kernel cannot run.
 void reciprocals(const float* x, float* out) {
 #if PVL_INT8_AVX512
   if (vnni_runs()) {
@@ -140,11 +141,11 @@ void attach_scales(Int8Weights& w, const float* scales, const float* input_scale
   if (input_scales != nullptr) w.input_scales.assign(input_scales, input_scales + w.K);
 }
 
-int ncnn_avx_tile_m(int M, int N, int K, int block, int constant_tile_m, int constant_tile_n,
-                    int constant_tile_k, int nt) {
-  // The steps of ncnn's get_optimal_tile_mnk_wq_int8 that decide TILE_M in its __AVX__ build (TILE_N only
-  // where TILE_M reads it: nowhere), with its float arithmetic.
-  (void)N, (void)constant_tile_n;
+namespace {
+
+// The steps of ncnn's get_optimal_tile_mnk_wq_int8 that decide TILE_M in its __AVX__ build, with its float
+// arithmetic (TILE_N and the constant TILE_N / TILE_K do not reach TILE_M).
+int ncnn_avx_tile_m(int M, int K, int block, int constant_tile_m, int nt) {
   const size_t l2 = static_cast<size_t>(ncnn::get_cpu_level2_cache_size());
   if (nt == 0) nt = ncnn::get_physical_big_cpu_count();
   int tile_size = static_cast<int>(std::sqrt(static_cast<float>(l2) / static_cast<float>(2 * sizeof(signed char) +
@@ -167,15 +168,15 @@ int ncnn_avx_tile_m(int M, int N, int K, int block, int constant_tile_m, int con
   }
   if (nt > 1) tile_m = std::min(tile_m, (std::max(1, tile_m / nt) + 7) / 8 * 8);
   if (constant_tile_m > 0) tile_m = (constant_tile_m + 7) / 8 * 8;
-  (void)constant_tile_k;  // TILE_K does not change TILE_M once the nn_K == 1 step above is past
   return tile_m;
 }
 
-RowForms ncnn_row_forms(int M, int N, int K, int block, int constant_tile_m, int constant_tile_n,
-                        int constant_tile_k, int nt) {
+}  // namespace
+
+RowForms ncnn_row_forms(int M, int K, int block, int constant_tile_m, int nt) {
   RowForms rows;
   if (!vnni_runs() && avx2_runs() && !ncnn::cpu_support_x86_avx512())
-    rows.tile_m = ncnn_avx_tile_m(M, N, K, block, constant_tile_m, constant_tile_n, constant_tile_k, nt);
+    rows.tile_m = ncnn_avx_tile_m(M, K, block, constant_tile_m, nt);
   return rows;
 }
 

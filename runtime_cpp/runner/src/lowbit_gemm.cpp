@@ -242,7 +242,7 @@ int LowBitGemm::load_param(const ncnn::ParamDict& pd) {
 
   alpha_ = pd.get(0, 1.f);
   beta_ = pd.get(1, 1.f);
-  for (int t = 0; t < 3; ++t) constant_tile_[t] = pd.get(20 + t, 0);
+  constant_tile_m_ = pd.get(20, 0);
   constant_c_ = pd.get(6, 0);
   constant_m_ = pd.get(7, 0);
   n_ = pd.get(8, 0);
@@ -325,9 +325,8 @@ int LowBitGemm::forward(const std::vector<ncnn::Mat>& bottom_blobs, std::vector<
     ncnn::Mat& top = top_blobs[0];
     top.create(n_, m, static_cast<size_t>(4u), opt.blob_allocator);
     if (top.empty()) return -100;
-    const int8k::RowForms rows = m == 1 ? int8k::RowForms()
-                                        : int8k::ncnn_row_forms(m, n_, k_, block_, constant_tile_[0],
-                                                                constant_tile_[1], constant_tile_[2], opt.num_threads);
+    const int8k::RowForms rows =
+        m == 1 ? int8k::RowForms() : int8k::ncnn_row_forms(m, k_, block_, constant_tile_m_, opt.num_threads);
     int8k::gemm(int8_weights_, static_cast<const float*>(a.data), a_stride, m, static_cast<float*>(top.data),
                 static_cast<size_t>(top.w), opt.num_threads, descale_, rows);
     return 0;

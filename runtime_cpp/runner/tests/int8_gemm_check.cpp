@@ -271,7 +271,7 @@ void run_case(const Case& c, std::mt19937& rng, bool kernel_runs, bool reciproca
   const float* pg = static_cast<const float*>(got_plain.data);
   // Where the kernel reproduces how ncnn tiles and quantizes several rows (the AVX2 instance beside ncnn's
   // AVX build), every row must equal ncnn's; elsewhere the rows of a multi-row input are only counted.
-  const int tile_m = pvl::int8k::ncnn_row_forms(c.M, c.N, c.K, c.block, 0, 0, 0, c.threads).tile_m;
+  const int tile_m = pvl::int8k::ncnn_row_forms(c.M, c.K, c.block, 0, c.threads).tile_m;
   if (!expect_packed || c.M == 1 || tile_m > 0) {
     ok = !first_difference(pw, pg, c.M, c.N, describe(c) + (expect_packed ? " vs ncnn" : " (builtin)")) && ok;
   } else {

@@ -85,18 +85,13 @@ struct RowForms {
   int tile_m = 0;
 };
 
-// The tile_m ncnn's __AVX__ build (the layer ncnn runs on a CPU with AVX2 and no AVX-512) takes for an
-// M x N x K Gemm with this block, its params 20-22 (constant_TILE_M/N/K, 0 when absent) and nt threads: its
-// get_optimal_tile_mnk_wq_int8 (src/layer/x86/gemm_wq_int8.h), from this CPU's L2 size and core count as
-// ncnn reports them.
-int ncnn_avx_tile_m(int M, int N, int K, int block, int constant_tile_m, int constant_tile_n,
-                    int constant_tile_k, int nt);
-
-// The row forms gemm() should take to equal this process's ncnn: ncnn_avx_tile_m where the AVX2 instance runs
-// beside ncnn's __AVX__ build (a CPU without AVX-512), else none (the VNNI instance, and a CPU with AVX-512
-// but not VNNI, whose ncnn build quantizes rows in ways not reproduced here).
-RowForms ncnn_row_forms(int M, int N, int K, int block, int constant_tile_m, int constant_tile_n,
-                        int constant_tile_k, int nt);
+// The row forms gemm() should take to equal this process's ncnn for an M-row input of K columns with this
+// block, ncnn's param 20 (constant_TILE_M, 0 when absent) and nt threads: where the AVX2 instance runs beside
+// ncnn's __AVX__ build (a CPU without AVX-512), the tile_m of that build's get_optimal_tile_mnk_wq_int8
+// (src/layer/x86/gemm_wq_int8.h), from this CPU's L2 size and core count as ncnn reports them; else none
+// (the VNNI instance, and a CPU with AVX-512 but not VNNI, whose ncnn build quantizes rows in ways not
+// reproduced here).
+RowForms ncnn_row_forms(int M, int K, int block, int constant_tile_m, int nt);
 
 // out (M rows of N floats, out_stride apart) = A (M rows of K floats, a_stride apart) times the weights;
 // threads > 1 splits the column groups among OpenMP threads (the result does not depend on the split).

@@ -67,7 +67,7 @@ class LowBitGemm : public ncnn::Layer {
   int constant_m_ = 0, n_ = 0, k_ = 0;  // [7] [8] [9]
   int constant_c_ = 0, broadcast_c_ = 0;  // [6] [10]
   int bits_ = 0, block_ = 0;  // [18] = bits * 100 + input-scale format * 10 + block code
-  int constant_tile_[3] = {0, 0, 0};  // [20] [21] [22]: ncnn's constant_TILE_M/N/K (its row tiles, 8 bits)
+  int constant_tile_m_ = 0;   // [20]: ncnn's constant_TILE_M (its row tiles, which the 8-bit kernel follows)
   bool has_input_scale_ = false;
   ncnn::Mat c_;  // C as read
   lowbit::PackedWeights weights_;     // 4 and 6 bits
