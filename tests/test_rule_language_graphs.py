@@ -230,3 +230,75 @@ def test_a_replacement_that_reads_a_later_capture_keeps_the_graph_in_order(tmp_p
     assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
     out = read_param_text(tmp_path / "o" / "m.param")  # it reads back: producers come first
     assert [layer.name for layer in out.layers] == ["in", "s", "b", "add"]
+
+
+# ---- a graph written only when its `when:` holds ---------------------------------------------------------
+
+
+def _when_rules(tmp_path: Path, when: str) -> Path:
+    write(tmp_path, "m.param", CHAIN)
+    write(tmp_path, "nets.j2", "{{ graphs | list | json }}\n")
+    return write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\nvars: {small: true}\ninputs:\n  m: {param: m.param}\ngraphs:\n"
+        f"  a: {{input: m, output: {{param: a.param}}, when: '{when}'}}\n"
+        "  b: {input: m, output: {param: b.param}}\n"
+        "side_files:\n  - {template: nets.j2, output: nets.json}\n",
+    )
+
+
+def test_a_graph_whose_when_is_false_is_not_run_written_or_seen_by_side_files(
+    tmp_path: Path,
+) -> None:
+    rules = _when_rules(tmp_path, "${not small}")
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o")]) == 0
+    assert sorted(p.name for p in (tmp_path / "o").iterdir() if not p.name.startswith(".")) == [
+        "b.gsurg.json",
+        "b.param",
+        "nets.json",
+    ]
+    assert json.loads((tmp_path / "o" / "nets.json").read_text()) == ["b"]
+    assert main(["apply", str(rules), "--out", str(tmp_path / "o2"), "--set", "small=false"]) == 0
+    assert json.loads((tmp_path / "o2" / "nets.json").read_text()) == ["a", "b"]
+    assert (tmp_path / "o2" / "a.param").read_text() == (tmp_path / "o2" / "b.param").read_text()
+
+
+def test_a_graph_may_not_read_a_graph_that_is_left_out(tmp_path: Path) -> None:
+    write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ninputs:\n  m: {param: m.param}\ngraphs:\n"
+        "  a: {input: m, output: {param: a.param}, when: false}\n  c: {input: a, output: {param: c.param}}\n",
+    )
+    with pytest.raises(RuleFileError, match=r"graph c: takes graph 'a', whose when: is false"):
+        load_rule_file(str(rules))
+
+
+def test_a_side_file_may_not_name_a_graph_that_is_left_out(tmp_path: Path) -> None:
+    write(tmp_path, "m.param", CHAIN)
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\ninputs:\n  m: {param: m.param, bin: m.bin}\ngraphs:\n"
+        "  a: {input: m, output: {param: a.param}, when: false}\n"
+        "side_files:\n  - {weight_map: m.safetensors, graphs: [a], output: '{graph}.weights.yaml'}\n",
+    )
+    with pytest.raises(RuleFileError, match=r"side file \{graph\}\.weights\.yaml: graph a has when: false"):
+        load_rule_file(str(rules))
+
+
+def test_an_export_only_left_out_graphs_read_is_not_made(tmp_path: Path) -> None:
+    from graphsurgeon.rewrite.loader import open_rule_file
+
+    rules = write(
+        tmp_path,
+        "r.yaml",
+        "version: 1\nname: t\nvars: {big: false}\nsource: {export: src.py:build}\n"
+        "inputs:\n  e: {export: e}\n  f: {export: f}\n  g: {export: g}\n  h: {export: h}\n"
+        "graphs:\n  a: {input: e, when: '${big}'}\n  b: {input: f}\n  c: {input: g, when: false}\n"
+        "  d: {input: g}\n",
+    )
+    assert open_rule_file(str(rules), {}).unread_inputs() == {"e"}  # h is read by no graph: kept
+    assert open_rule_file(str(rules), {"big": "true"}).unread_inputs() == set()

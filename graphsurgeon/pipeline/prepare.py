@@ -122,7 +122,9 @@ def prepare(
         program.provide_model("model", param)
     elif bin_path is not None:
         raise GsurgError("--bin needs an input .param on the command line")
-    wanted = {name: entry.export for name, entry in inputs.items() if entry.export is not None}
+    unread = program.unread_inputs()  # read only by graphs whose when: is false
+    exports = {name: entry.export for name, entry in inputs.items() if entry.export is not None}
+    wanted = {name: sub for name, sub in exports.items() if name not in unread}
     work = _work_folder(work_parent) if wanted else None
     calibration: dict[str, Samples] = {}
     pool = CheckpointPool()

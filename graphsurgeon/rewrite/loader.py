@@ -33,7 +33,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.rewrite.rule_facts import config_fact, input_facts, json_files_fact
 from graphsurgeon.rewrite.rule_tree import RuleDef, read_tree, real_path, rule_defs, rules_seen, var_defs
-from graphsurgeon.rewrite.rulefile import RuleDefinition, RuleFile
+from graphsurgeon.rewrite.rulefile import RuleDefinition, RuleFile, written_graphs
 from graphsurgeon.rewrite.scope import Scope
 from graphsurgeon.rewrite.sections import CheckpointInput, HeaderSections, ModelInput, Outputs, Source
 from graphsurgeon.rewrite.validation_errors import describe
@@ -98,31 +98,54 @@ class RuleProgram:
         """Say where an input's .param is (an export's, once pnnx made it), for ``inputs.<name>`` facts."""
         self.models[input_name] = param
 
+    def _raw_graphs(self) -> list[tuple[dict[str, Any], str | None, bool]]:
+        """The merged ``graphs`` entries before they are evaluated, each with the input it reads (None when
+        that cannot be told yet) and whether it may run (its ``when`` is not known to be false)."""
+        raw: dict[str, Any] = {}
+        for src in self.files:
+            if isinstance(src.data.get("graphs"), dict):
+                _merge(raw, "graphs", src.data["graphs"], src, {})
+        out: list[tuple[dict[str, Any], str | None, bool]] = []
+        for entry in (raw.get("graphs") or {}).values():
+            if not isinstance(entry, dict):
+                continue
+            try:
+                name = self.scope.render(entry.get("input", "model"), self.path)
+            except GsurgError:
+                name = None
+            may_run = self._may_hold(entry.get("when", True))
+            out.append((entry, name if isinstance(name, str) else None, may_run))
+        return out
+
     def calibrated_inputs(self) -> set[str]:
         """The inputs some graph's ``storage.calibrate`` will run on, as far as it can be told before the
         export (so the export can save their samples in the same build of the source's models). Read from
         the merged ``graphs`` sections before they are evaluated: a ``when`` or ``input`` that cannot be
         evaluated yet (it reads facts about exported models) counts as calibrating, and an unknown input as
         every input."""
-        raw: dict[str, Any] = {}
-        for src in self.files:
-            if isinstance(src.data.get("graphs"), dict):
-                _merge(raw, "graphs", src.data["graphs"], src, {})
         wanted: set[str] = set()
-        for entry in (raw.get("graphs") or {}).values():
-            storage = entry.get("storage") if isinstance(entry, dict) else None
+        for entry, name, may_run in self._raw_graphs():
+            storage = entry.get("storage")
             cal = storage.get("calibrate") if isinstance(storage, dict) else None
-            if cal is None:
+            if cal is None or not may_run:
                 continue
             when = cal.get("when", True) if isinstance(cal, dict) else True
             if not self._may_hold(when):
                 continue
-            try:
-                name = self.scope.render(entry.get("input", "model"), self.path)
-            except GsurgError:
-                name = None
-            wanted |= {name} if isinstance(name, str) else set(self.sections.inputs)
+            wanted |= {name} if name is not None else set(self.sections.inputs)
         return wanted
+
+    def unread_inputs(self) -> set[str]:
+        """The declared inputs that only graphs whose ``when`` is already known to be false read: no export
+        is made of them. An input no graph names, or one a graph of unknown input may read, is not one."""
+        graphs = self._raw_graphs()
+        if any(name is None for _, name, _ in graphs):
+            return set()
+        readers: dict[str, list[bool]] = {}
+        for _, name, may_run in graphs:
+            assert name is not None
+            readers.setdefault(name, []).append(may_run)
+        return {name for name, runs in readers.items() if name in self.sections.inputs and not any(runs)}
 
     def _may_hold(self, when: Any) -> bool:
         """False only when ``when`` can be evaluated now and is false."""
@@ -153,7 +176,7 @@ class RuleProgram:
                     _merge(data, section, self._evaluate(src, section), src, self.origins)
         data["vars"] = self.scope.values()
         data["include"] = list(self.files[-1].data.get("include") or [])
-        return _validate(RuleFile, data, self)
+        return written_graphs(_validate(RuleFile, data, self))
 
     def _evaluate(self, src: LocatedYaml, section: str) -> Any:
         base = Path(src.path).parent

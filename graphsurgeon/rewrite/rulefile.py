@@ -182,6 +182,12 @@ class GraphSpec(StrictModel):
         default=None, description="file names inside the output folder (default: the input's names)"
     )
     storage: StoragePolicy | None = Field(default=None, description="how tagged weights are stored")
+    when: bool = Field(
+        default=True,
+        description="run and write this graph only when this holds, e.g. ${storage == 'fp32'}; a graph "
+        "that does not is left out as if it were not written (no export of an input only it reads, no "
+        "files, no entry for side files)",
+    )
     rules: list[
         Annotated[
             Annotated[Rule, Tag("rule")] | Annotated[PassStep, Tag("pass")],
@@ -222,12 +228,15 @@ class RuleFile(StrictModel):
     def _consistent(self) -> RuleFile:
         outputs: dict[str, str] = {}
         seen: list[str] = []
+        skipped = {name for name, graph in self.graphs.items() if not graph.when}
         for name, graph in self.graphs.items():
             if graph.input in seen and graph.input in self.inputs:
                 raise ValueError(f"graph {name}: input {graph.input!r} is both an input and an earlier graph")
             later = graph.input in self.graphs and graph.input not in seen and graph.input not in self.inputs
             if later:
                 raise ValueError(f"graph {name}: takes graph {graph.input!r}, which is declared after it")
+            if graph.when and graph.input in skipped:
+                raise ValueError(f"graph {name}: takes graph {graph.input!r}, whose when: is false")
             seen.append(name)
             if graph.output is not None:
                 for path in (graph.output.param, graph.output.bin):
@@ -240,6 +249,9 @@ class RuleFile(StrictModel):
             unknown = sorted(set(side.graphs or ()) - set(self.graphs))
             if unknown:
                 raise ValueError(f"side file {side.output}: no graph named {', '.join(unknown)}")
+            left_out = sorted(set(side.graphs or ()) & skipped) if side.when else []
+            if left_out:
+                raise ValueError(f"side file {side.output}: graph {', '.join(left_out)} has when: false")
             for path in side.outputs_for(list(self.graphs)):
                 if path in outputs:
                     other = outputs[path]
@@ -247,6 +259,14 @@ class RuleFile(StrictModel):
                     raise ValueError(f"side file {path} is also written by {by}")
                 outputs[path] = ""
         return self
+
+
+def written_graphs(rf: RuleFile) -> RuleFile:
+    """``rf`` without the graphs whose ``when`` is false: what ``apply`` runs, writes and gives the side
+    files (``RuleFile`` has checked that nothing that stays reads one of them)."""
+    if all(graph.when for graph in rf.graphs.values()):
+        return rf
+    return rf.model_copy(update={"graphs": {n: g for n, g in rf.graphs.items() if g.when}})
 
 
 def json_schema() -> str:
