@@ -37,7 +37,7 @@ from examples.penguin_vl.ncnn_chain import residual_stream
 from graphsurgeon.formats.model_json import check_model_json
 from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.verify import mrope
-from graphsurgeon.verify.embedding_matrix import quantized_embeddings
+from graphsurgeon.verify.embedding_matrix import runtime_embeddings
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.mrope import RopeSettings, Segment, layout_table
 from graphsurgeon.verify.mrope import cos_sin as mrope_cos_sin
@@ -166,7 +166,7 @@ class Qwen3VLNcnn:
                 f"add and {self.depth} blocks (model.json vision.depth) have {1 + 2 * self.depth}"
             )
         self.stream = [stream[0], *stream[2::2]]  # patch + position, then each block's output
-        self.matrix = quantized_embeddings(folder, doc)  # the runtime's rows, when quantized
+        self.matrix = runtime_embeddings(folder, doc)  # the runtime's rows, when it reads them
         self.nets: dict[str, ncnn.Net] = {}
         try:
             for name, entry in doc["nets"].items():
@@ -259,10 +259,10 @@ class Qwen3VLNcnn:
     def embed(self, ids: Sequence[int]) -> np.ndarray:
         """Rows for token ids: the embed net's, or the tied matrix's dequantized codes when it is
         block-quantized (what a runtime reads)."""
-        blob_in, blob_out = self._net_io("embed")
         arr = np.asarray(list(ids), dtype=np.int32)
         if self.matrix is not None:
             return self.matrix.rows(arr)
+        blob_in, blob_out = self._net_io("embed")
         return self._run("embed", {blob_in: _mat(arr, np.int32)}, [blob_out])[0].reshape(len(arr), -1)
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ import numpy as np
 
 from graphsurgeon.formats.model_json import read_model_json as read_family_model_json
 from graphsurgeon.input_files import read_json_input
-from graphsurgeon.verify.embedding_matrix import quantized_embeddings
+from graphsurgeon.verify.embedding_matrix import runtime_embeddings
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.kv_session import KVDecoder, KVSession
 from graphsurgeon.verify.ncnn_fp32 import Precision, load_net
@@ -66,8 +66,10 @@ class LlmChain:
             return self.folder / nets[name]["param"], self.folder / nets[name]["bin"]
 
         rope = self.doc["decoder"]["rope"]
-        self.embed_net = load_net(*files("embed"), num_threads=num_threads, precision=precision)
-        self.matrix = quantized_embeddings(self.folder, self.doc)  # the runtime's rows, when quantized
+        self.matrix = runtime_embeddings(self.folder, self.doc)  # the runtime's rows, when it reads them
+        self.embed_net: ncnn.Net | None = None
+        if self.matrix is None:
+            self.embed_net = load_net(*files("embed"), num_threads=num_threads, precision=precision)
         self.lm_head_net = load_net(*files("lm_head"), num_threads=num_threads, precision=precision)
         self.decoder = KVDecoder(
             *files("decoder"),
@@ -94,6 +96,7 @@ class LlmChain:
         arr = np.ascontiguousarray(np.asarray(ids, dtype=np.int32).reshape(-1))
         if self.matrix is not None:
             return self.matrix.rows(arr)
+        assert self.embed_net is not None
         return self._run(self.embed_net, ncnn.Mat(arr).clone(), "embed").reshape(len(arr), -1)
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
@@ -133,7 +136,8 @@ class LlmChain:
 
     def close(self) -> None:
         self.decoder.close()
-        self.embed_net.clear()
+        if self.embed_net is not None:
+            self.embed_net.clear()
         self.lm_head_net.clear()
 
     def __enter__(self) -> LlmChain:
