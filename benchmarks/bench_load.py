@@ -1,24 +1,29 @@
 #!/usr/bin/env python3
-"""Load time of a converted Penguin-VL-2B (real dimensions, random weights) in ``penguin_vl_run`` against
-the fp32 PyTorch reference loading its checkpoint, warm and cold page cache, in one script run:
+"""Load time of a converted VLM at its real dimensions (random weights: Penguin-VL-2B, or Qwen3-VL-2B with
+``--family qwen3_vl``) in its runner against the fp32 PyTorch reference loading its checkpoint, warm and
+cold page cache, in one script run:
 
-* PyTorch: ``examples/penguin_vl/model.py`` ``load_model`` on the bf16 checkpoint (read, widened to fp32,
-  put in the model), in a child that has already imported torch; the time of that call;
-* ``penguin_vl_run`` on each conversion given, with one image and ``--gen 1``, so that every net is loaded
-  (the LLM nets at start, the vision nets on first use); its ``--verbose`` ``load`` figure, which covers
-  both; once with the weights memory-mapped (the default) and once with ``--no-mmap`` (every .bin read
-  into buffers ncnn allocates: how the runtime loaded before); with ``--hugetlb`` once more mapped under
-  ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (glibc backs large allocations, such as the buffers Gemm
-  repacks its weights into, with transparent huge pages where the kernel's THP mode is ``madvise``);
+* the reference: for Penguin-VL ``examples/penguin_vl/model.py`` ``load_model`` on the bf16 checkpoint
+  (read, widened to fp32, put in the model); for Qwen3-VL HF transformers'
+  ``Qwen3VLForConditionalGeneration.from_pretrained(dtype=torch.float32)``; in a child that has already
+  imported torch (and transformers); the time of that call;
+* the runner (``penguin_vl_run`` / ``qwen3_vl_run``) on each conversion given, with one image and ``--gen
+  1``, so that every net is loaded (the LLM nets at start, the vision nets on first use); its ``--verbose``
+  ``load`` figure, which covers both; once with the weights memory-mapped (the default) and once with
+  ``--no-mmap`` (every .bin read into buffers ncnn allocates: how the runtime loaded before); with
+  ``--hugetlb`` once more mapped under ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (glibc backs large
+  allocations, such as the buffers Gemm repacks its weights into, with transparent huge pages where the
+  kernel's THP mode is ``madvise``);
 * warm: every file of the case read once just before; cold: the case's files dropped from the page cache
   (``POSIX_FADV_DONTNEED``) just before, so the load reads the disk;
 * each run in its own child, the cases interleaved round by round, medians over ``--repeat`` rounds, and
   the child's peak RSS (``ru_maxrss``, mapped file pages included).
 
-    python benchmarks/bench_load.py [--work DIR] [--runner PATH] [--repeat 3]
-        [--models out,out-int8,out-int4] [--modes warm,cold] [--hugetlb]
+    python benchmarks/bench_load.py [--family penguin_vl|qwen3_vl] [--work DIR] [--runner PATH]
+        [--repeat 3] [--models out,out-int8,out-int4] [--modes warm,cold] [--hugetlb] [--no-read]
 
-``--work`` is the folder ``bench_penguin_vl_run.py`` uses (checkpoint and conversions made when missing).
+``--work`` is the folder ``bench_penguin_vl_run.py`` (or ``bench_qwen3_vl_run.py``) uses: the checkpoint
+and the conversions are made when missing. ``--no-read`` leaves out the ``--no-mmap`` runs.
 """
 
 from __future__ import annotations
@@ -37,20 +42,31 @@ for extra in (REPO, REPO / "benchmarks"):
     if str(extra) not in sys.path:  # run as a script: examples/ and the sibling benchmarks are not installed
         sys.path.insert(0, str(extra))
 
+import bench_penguin_vl_run as penguin  # noqa: E402
+import bench_qwen3_vl_run as qwen3_vl  # noqa: E402
 from bench_beside_llamacpp import prepare_page_cache  # noqa: E402
-from bench_penguin_vl_run import ensure_checkpoint, ensure_model, ensure_runner, make_image, run_child  # noqa: E402
+from bench_penguin_vl_run import run_child  # noqa: E402
 
 _LOAD = re.compile(r"^load:.*?([0-9.]+) s\b", re.M)
 
 
-def torch_child(checkpoint: Path) -> int:
-    import torch  # noqa: F401  (imported before the clock starts: the load, not the import, is timed)
+def torch_child(family: str, checkpoint: Path) -> int:
+    import torch  # (imported before the clock starts: the load, not the import, is timed)
 
-    from examples.penguin_vl.config import load_files
-    from examples.penguin_vl.model import load_model
+    if family == "qwen3_vl":
+        import transformers
 
-    t0 = time.perf_counter()
-    load_model(checkpoint, load_files(checkpoint))
+        t0 = time.perf_counter()
+        model = transformers.Qwen3VLForConditionalGeneration.from_pretrained(
+            str(checkpoint), dtype=torch.float32
+        )
+        model.eval()
+    else:
+        from examples.penguin_vl.config import load_files
+        from examples.penguin_vl.model import load_model
+
+        t0 = time.perf_counter()
+        load_model(checkpoint, load_files(checkpoint))
     print(json.dumps({"load": time.perf_counter() - t0}))
     return 0
 
@@ -60,35 +76,42 @@ def files_of(folder: Path) -> list[Path]:
 
 
 def main() -> int:
-    if len(sys.argv) == 3 and sys.argv[1] == "--torch-child":
-        return torch_child(Path(sys.argv[2]))
+    if len(sys.argv) == 4 and sys.argv[1] == "--torch-child":
+        return torch_child(sys.argv[2], Path(sys.argv[3]))
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "gsurg-bench-penguin-run")
+    ap.add_argument("--family", choices=["penguin_vl", "qwen3_vl"], default="penguin_vl")
+    ap.add_argument("--work", type=Path, help="default: the family's run benchmark's folder in the temp dir")
     ap.add_argument("--runner", type=Path)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--models", default="out", help="conversion folders under --work (out-X: storage X)")
     ap.add_argument("--modes", default="warm,cold")
     ap.add_argument("--hugetlb", action="store_true", help="also the mapped runs with glibc.malloc.hugetlb=1")
+    ap.add_argument("--no-read", action="store_true", help="leave out the --no-mmap runs")
     args = ap.parse_args()
-    runner = ensure_runner(args.runner)
-    ckpt = ensure_checkpoint(args.work)
-    image = make_image(args.work)
+    side = qwen3_vl if args.family == "qwen3_vl" else penguin
+    program = "qwen3_vl_run" if args.family == "qwen3_vl" else "penguin_vl_run"
+    folder = "gsurg-bench-qwen3-vl-run" if args.family == "qwen3_vl" else "gsurg-bench-penguin-run"
+    work = args.work or Path(tempfile.gettempdir()) / folder
+    runner = side.ensure_runner(args.runner)
+    ckpt = side.ensure_checkpoint(work)
+    image = side.make_image(work)
     models = {}
     for name in args.models.split(","):
         storage = "fp32" if name == "out" else name.removeprefix("out-")
-        models[name] = ensure_model(ckpt, args.work / name, storage)
-    cases: list[tuple[str, list[str], list[Path]]] = [
-        ("PyTorch fp32 reference", [sys.executable, __file__, "--torch-child", str(ckpt)], files_of(ckpt))
-    ]
+        models[name] = side.ensure_model(ckpt, work / name, storage)
+    reference = "PyTorch fp32 reference" if args.family == "penguin_vl" else "HF transformers fp32"
+    torch_argv = [sys.executable, __file__, "--torch-child", args.family, str(ckpt)]
+    cases: list[tuple[str, list[str], list[Path]]] = [(reference, torch_argv, files_of(ckpt))]
     for name, folder in models.items():
         argv = [str(runner), "--model", str(folder), "--image", str(image), "--prompt", "Hi", "--gen", "1"]
         argv += ["--threads", "2", "--verbose"]
-        cases.append((f"penguin_vl_run {name}, mapped", argv, files_of(folder)))
-        cases.append((f"penguin_vl_run {name}, --no-mmap", [*argv, "--no-mmap"], files_of(folder)))
+        cases.append((f"{program} {name}, mapped", argv, files_of(folder)))
+        if not args.no_read:
+            cases.append((f"{program} {name}, --no-mmap", [*argv, "--no-mmap"], files_of(folder)))
         if args.hugetlb:
             tuned = ["env", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1", *argv]
-            cases.append((f"penguin_vl_run {name}, mapped, hugetlb=1", tuned, files_of(folder)))
+            cases.append((f"{program} {name}, mapped, hugetlb=1", tuned, files_of(folder)))
     results: dict[tuple[str, str], list[tuple[float, int]]] = {}
     for _ in range(args.repeat):
         for mode in args.modes.split(","):
@@ -104,7 +127,7 @@ def main() -> int:
                     load = float(match.group(1))
                 print(f"{mode} {label}: load {load:.2f} s, peak RSS {rss / 1e9:.2f} GB", file=sys.stderr)
                 results.setdefault((mode, label), []).append((load, rss))
-    print(f"\nmedians of {args.repeat}; (×r): PyTorch's load time / this row's (above 1: faster)\n")
+    print(f"\nmedians of {args.repeat}; (×r): the reference's load time / this row's (above 1: faster)\n")
     print("| page cache | run | load | peak RSS | every round |\n|---|---|---|---|---|")
     for mode in args.modes.split(","):
         base = statistics.median(t for t, _ in results[(mode, cases[0][0])])

@@ -71,20 +71,41 @@ def warm_page_cache(folder: Path) -> None:
                     pass
 
 
+#: Runs argv[2:] and writes its wall time and wait4 peak RSS as JSON to argv[1]. A child the driver starts
+#: directly inherits the driver's RSS high-water mark in ru_maxrss (CPython spawns with vfork, and exec
+#: carries the old address space's mark into the new one's), so a driver that wrote a 4 GB checkpoint
+#: reported 3.69 GB for every later runner; the relay is a fresh interpreter (-S -I: a few MB), and the
+#: child it starts inherits only that.
+_RELAY = (
+    "import json, os, subprocess, sys, time\n"
+    "t0 = time.perf_counter()\n"
+    "proc = subprocess.Popen(sys.argv[2:])\n"
+    "_, status, usage = os.wait4(proc.pid, 0)\n"
+    "wall = time.perf_counter() - t0\n"
+    "code = os.waitstatus_to_exitcode(status)\n"
+    "with open(sys.argv[1], 'w') as fh:\n"
+    "    json.dump({'wall': wall, 'maxrss_kib': usage.ru_maxrss, 'exit': code}, fh)\n"
+)
+
+
 def run_child(argv: list[str]) -> tuple[float, int, str, str]:
-    """Run ``argv`` to the end -> (wall seconds, peak RSS bytes of that child, stdout, stderr)."""
-    start = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - start
+    """Run ``argv`` to the end -> (wall seconds, peak RSS bytes of that child, stdout, stderr). The child is
+    started by a small relay interpreter (``_RELAY``), so its peak RSS is its own, whatever the driver's."""
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        report = Path(tmp) / "child.json"
+        relay = [sys.executable, "-S", "-I", "-c", _RELAY, str(report), *argv]
+        code = subprocess.run(relay, stdout=out, stderr=err, check=False).returncode
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv[0]} failed (exit {proc.returncode}):\n{stderr[-4000:]}")
-    return wall, usage.ru_maxrss * 1024, stdout, stderr
+        result = json.loads(report.read_text()) if report.exists() else {"exit": code}
+    if code != 0 or result["exit"] != 0:
+        raise SystemExit(f"{argv[0]} failed (exit {result['exit']}):\n{stderr[-4000:]}")
+    return float(result["wall"]), int(result["maxrss_kib"]) * 1024, stdout, stderr
 
 
 # --- the PyTorch side (runs in a child: python bench_penguin_vl_run.py --torch-child ...) -------------
@@ -205,12 +226,13 @@ def _ratio(ref: float, mine: float) -> str:
     return f" (×{ref / mine:.2f})" if mine > 0 else ""
 
 
-def report(sides: list[Side], threads: int, repeat: int) -> None:
+def report(sides: list[Side], threads: int, repeat: int, ref: str = "PyTorch", grid: int = GRID) -> None:
+    """The table of ``sides`` against the first (``ref``'s), then each side's tokens against its tokens."""
     base = sides[0]
     print(
-        f"\nprompt: {base.prompt_tokens} tokens ({GRID}x{GRID} image grid), {len(base.tokens)} new tokens, "
-        f"{threads} threads, median of {repeat} runs per row; (×r): PyTorch's time or memory / this row's, "
-        "or this row's tok/s / PyTorch's\n"
+        f"\nprompt: {base.prompt_tokens} tokens ({grid}x{grid} image grid), {len(base.tokens)} new tokens, "
+        f"{threads} threads, median of {repeat} runs per row; (×r): {ref}'s time or memory / this row's, "
+        f"or this row's tok/s / {ref}'s\n"
     )
     print("| run | load | vision | prefill | decode | whole run (wall) | peak RSS |")
     print("|---|---|---|---|---|---|---|")
@@ -230,7 +252,9 @@ def report(sides: list[Side], threads: int, repeat: int) -> None:
             (i for i, (a, b) in enumerate(zip(side.tokens, base.tokens, strict=False)) if a != b), None
         )
         agree = f"all {len(base.tokens)}" if differ is None else f"the first {differ}"
-        print(f"{side.name}: {agree} greedy tokens equal PyTorch's")
+        print(f"{side.name}: {agree} greedy tokens equal {ref}'s")
+        if differ is not None:
+            print(f"  {ref}: {base.tokens}\n  this: {side.tokens}")
 
 
 def median_side(runs: list[Side]) -> Side:

@@ -25,10 +25,12 @@ in neither, as the runtime's positions are outside its timed stages. ``min_new_t
 tokens, as ``--ignore-eos`` lets the runtime run on: the tokens can differ only where EOS is the argmax.
 
     python benchmarks/bench_qwen3_vl_run.py [--work DIR] [--runner PATH] [--gen 32] [--threads 2]
-        [--repeat 3]
+        [--repeat 3] [--storages fp32,int8,int4]
 
 ``--work`` is reused: the checkpoint (``DIR/qwen3-vl-2b-random``, as ``bench_qwen3_vl.py --keep DIR``
-writes it) and the fp32 conversion (``DIR/out``) are made only when missing. Without ``--runner``: the
+writes it), the fp32 conversion (``DIR/out``) and the others (``DIR/out-STORAGE``, ``--set
+storage=STORAGE``; each runs at ``--precision fp32``, its int Gemms through their kernels) are made only
+when missing. Without ``--runner``: the
 ``qwen3_vl_run`` that ``runtime_cpp/scripts/build_and_test.sh`` built for the main checkout
 (``DEFAULT_RUNNER``) when it is there, else one built with ``--linux-only --no-test`` into
 ``<repo>/build``. Needs about 25 GB of free disk and most of 24 GiB of memory (the reference holds the 2B
@@ -51,7 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: the repo's examples/ is not an installed package
     sys.path.insert(0, str(REPO))
 
-from bench_penguin_vl_run import PROMPT, Side, _ratio, median_side, run_child, warm_page_cache  # noqa: E402
+from bench_penguin_vl_run import PROMPT, Side, median_side, report, run_child, warm_page_cache  # noqa: E402
 from bench_penguin_vl_run import measure_runner as measure_penguin_runner  # noqa: E402
 from bench_qwen3_vl import CHECKPOINT_NAME  # noqa: E402
 
@@ -123,10 +125,10 @@ def measure_torch(checkpoint: Path, image: Path, gen: int, threads: int) -> Side
 # --- the C++ side ------------------------------------------------------------------------------------------
 
 
-def measure_runner(runner: Path, model: Path, image: Path, gen: int, threads: int) -> Side:
+def measure_runner(runner: Path, model: Path, image: Path, gen: int, threads: int, storage: str) -> Side:
     """``qwen3_vl_run`` measured as ``bench_penguin_vl_run`` measures its runner (the same flags and
     ``--verbose`` stage lines; the program is one main under two names)."""
-    return measure_penguin_runner(runner, model, image, gen, threads, "qwen3_vl_run fp32")
+    return measure_penguin_runner(runner, model, image, gen, threads, f"qwen3_vl_run, {storage} storage")
 
 
 # --- inputs ------------------------------------------------------------------------------------------------
@@ -153,11 +155,12 @@ def ensure_checkpoint(work: Path) -> Path:
     return ckpt
 
 
-def ensure_model(ckpt: Path, out: Path) -> Path:
+def ensure_model(ckpt: Path, out: Path, storage: str = "fp32") -> Path:
     if not (out / "model.json").exists():
-        print(f"converting into {out}", file=sys.stderr)
+        print(f"converting ({storage}) into {out}", file=sys.stderr)
         argv = [sys.executable, "-m", "graphsurgeon.cli", "apply", str(REPO / "rules" / "qwen3_vl.yaml")]
-        subprocess.run([*argv, "--out", str(out), "--set", f"checkpoint={ckpt}"], check=True)
+        argv += ["--out", str(out), "--set", f"checkpoint={ckpt}", "--set", f"storage={storage}"]
+        subprocess.run(argv, check=True)
     return out
 
 
@@ -176,38 +179,6 @@ def ensure_runner(runner: Path | None) -> Path:
 # --- report ------------------------------------------------------------------------------------------------
 
 
-def report(base: Side, side: Side, threads: int, repeat: int) -> None:
-    print(
-        f"\nprompt: {base.prompt_tokens} tokens (HF) / {side.prompt_tokens} (runtime), "
-        f"{GRID}x{GRID} patch grid, "
-        f"{len(base.tokens)} new tokens, {threads} threads, median of {repeat} runs per row; (×r): HF's time "
-        "or memory / this row's, or this row's tok/s / HF's\n"
-    )
-    print("| run | load | vision | prefill | decode | whole run (wall) | peak RSS |")
-    print("|---|---|---|---|---|---|---|")
-    for row in (base, side):
-        s, b, first = row.stages, base.stages, row is base
-        cells = [
-            f"{s['load']:.2f} s" + ("" if first else _ratio(b["load"], s["load"])),
-            f"{s['vision']:.2f} s" + ("" if first else _ratio(b["vision"], s["vision"])),
-            f"{s['prefill']:.2f} s" + ("" if first else _ratio(b["prefill"], s["prefill"])),
-            f"{row.decode_rate:.2f} tok/s" + ("" if first else _ratio(row.decode_rate, base.decode_rate)),
-            f"{row.wall:.1f} s" + ("" if first else _ratio(base.wall, row.wall)),
-            f"{row.peak_rss / 1e9:.2f} GB" + ("" if first else _ratio(base.peak_rss, row.peak_rss)),
-        ]
-        print(f"| {row.name} | " + " | ".join(cells) + " |")
-    differ = next((i for i, (a, b) in enumerate(zip(side.tokens, base.tokens, strict=False)) if a != b), None)
-    if differ is None and len(side.tokens) == len(base.tokens):
-        print(f"\n{side.name}: all {len(base.tokens)} greedy tokens equal HF's")
-    else:
-        at = differ if differ is not None else min(len(side.tokens), len(base.tokens))
-        print(
-            f"\n{side.name}: the first {at} greedy tokens equal HF's; at {at}: "
-            f"{side.tokens[at : at + 1]} vs HF {base.tokens[at : at + 1]}"
-        )
-    print(f"HF tokens:      {base.tokens}\nruntime tokens: {side.tokens}")
-
-
 def main() -> int:
     if len(sys.argv) == 6 and sys.argv[1] == "--torch-child":
         return torch_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
@@ -219,6 +190,7 @@ def main() -> int:
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3, help="runs per side; the table shows medians")
+    ap.add_argument("--storages", default="fp32,int8,int4", help="the conversions to run (out, out-STORAGE)")
     ap.add_argument(
         "--checkpoint", type=Path, help="another checkpoint (e.g. the tiny one, to try the script)"
     )
@@ -227,18 +199,21 @@ def main() -> int:
     runner = ensure_runner(args.runner)
     ckpt = args.checkpoint.resolve() if args.checkpoint else ensure_checkpoint(args.work)
     image = make_image(args.work)
-    model = ensure_model(ckpt, args.work / "out")
-    hf: list[Side] = []
-    cpp: list[Side] = []
-    for k in range(args.repeat):  # the sides interleaved, so a slow spell of the machine hits both
+    storages = args.storages.split(",")
+    models = {s: ensure_model(ckpt, args.work / ("out" if s == "fp32" else f"out-{s}"), s) for s in storages}
+    runs: dict[str, list[Side]] = {"HF": []}
+    for k in range(args.repeat):  # the sides interleaved, so a slow spell of the machine hits all of them
         t0 = time.perf_counter()
-        hf.append(measure_torch(ckpt, image, args.gen, args.threads))
-        cpp.append(measure_runner(runner, model, image, args.gen, args.threads))
+        runs["HF"].append(measure_torch(ckpt, image, args.gen, args.threads))
+        for storage, model in models.items():
+            runs.setdefault(storage, []).append(
+                measure_runner(runner, model, image, args.gen, args.threads, storage)
+            )
         print(f"round {k + 1}/{args.repeat}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    report(median_side(hf), median_side(cpp), args.threads, args.repeat)
+    report([median_side(r) for r in runs.values()], args.threads, args.repeat, ref="HF", grid=GRID)
     print("\neach run (the machine is shared: the spread says how noisy the medians are)")
-    for k, (a, b) in enumerate(zip(hf, cpp, strict=True)):
-        for side in (a, b):
+    for k in range(args.repeat):
+        for side in (r[k] for r in runs.values()):
             s = side.stages
             print(
                 f"  run {k + 1} {side.name}: load {s['load']:.2f} s, vision {s['vision']:.2f} s, prefill "
