@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Penguin-VL-2B's LLM half at its real dimensions (random weights) run by ``penguin_vl_run`` on gsurg's
 conversions at fp32, fp16, int8 and int4 storage, and by llama.cpp (``llama-cpp-python``) on GGUF files
-of the same weights at F16, Q8_0 and Q4_0, in one script run:
+of the same weights at F16, Q8_0 and Q4_0, in one script run (``--family qwen3_vl``: Qwen3-VL-2B's LLM half
+through ``qwen3_vl_run`` on ``bench_qwen3_vl_run.py``'s checkpoint and conversions):
 
 * the same prompt for every run: 228 token ids (a fixed English text through the checkpoint's tokenizer),
   then 32 greedy new tokens (EOS ignored), 2 threads, text only (the runner loads no vision net);
@@ -17,7 +18,8 @@ Qwen3; tied embeddings). Its tokenizer check, which refuses a tokenizer whose pr
 know, is answered with ``qwen2``: tokenization plays no part here, both sides get token ids. F16 and Q8_0
 are the converter's outputs; Q4_0 is ``llama_model_quantize`` on the F16 file with llama.cpp's defaults.
 
-    python benchmarks/bench_beside_llamacpp.py [--work DIR] [--runner PATH] [--repeat 3] [--cold]
+    python benchmarks/bench_beside_llamacpp.py [--family penguin_vl|qwen3_vl] [--work DIR] [--runner PATH]
+        [--repeat 3] [--cold]
         [--cases gsurg-fp32,gsurg-fp16,gsurg-int8,gsurg-int4,llama-F16,llama-Q8_0,llama-Q4_0]
 
 ``--work`` is shared with ``bench_penguin_vl_run.py`` (checkpoint ``DIR/penguin-vl-2b-random``,
@@ -45,7 +47,9 @@ for extra in (REPO, REPO / "benchmarks"):
     if str(extra) not in sys.path:  # run as a script: examples/ and the sibling benchmarks are not installed
         sys.path.insert(0, str(extra))
 
-from bench_penguin_vl_run import ensure_checkpoint, ensure_model, ensure_runner, run_child  # noqa: E402
+import bench_penguin_vl_run as penguin  # noqa: E402
+import bench_qwen3_vl_run as qwen3_vl  # noqa: E402
+from bench_penguin_vl_run import run_child  # noqa: E402
 
 PROMPT_TOKENS = 228
 TEXT = (
@@ -94,9 +98,15 @@ def prompt_ids(checkpoint: Path) -> list[int]:
     return ids[:PROMPT_TOKENS]
 
 
-def write_llm_half(checkpoint: Path, folder: Path) -> Path:
+#: Where each family's checkpoint keeps its LLM tensors (renamed to ``model.`` for Qwen3ForCausalLM).
+LLM_PREFIX = {"penguin_vl": "model.", "qwen3_vl": "model.language_model."}
+
+
+def write_llm_half(checkpoint: Path, folder: Path, family: str = "penguin_vl") -> Path:
     """An HF Qwen3ForCausalLM folder: the checkpoint's LLM tensors (bf16, as stored), its text config, its
-    tokenizer files. Written once; the converter reads it."""
+    tokenizer files. Written once; the converter reads it. Qwen3-VL's LLM is a Qwen3 whose interleaved MRoPE
+    gives a text-only prompt the plain 1-D rotation (its three position components are equal), so the same
+    folder serves it: ``text_config`` and ``model.language_model.*`` renamed."""
     import shutil
 
     from safetensors import safe_open
@@ -105,7 +115,12 @@ def write_llm_half(checkpoint: Path, folder: Path) -> Path:
     if (folder / "model.safetensors").exists():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    cfg = json.loads((checkpoint / "config.json").read_text())
+    top = json.loads((checkpoint / "config.json").read_text())
+    cfg = dict(top.get("text_config") or top)
+    if "rope_theta" not in cfg and isinstance(cfg.get("rope_parameters"), dict):
+        cfg["rope_theta"] = cfg["rope_parameters"]["rope_theta"]
+    for key in ("bos_token_id", "eos_token_id"):
+        cfg.setdefault(key, top.get(key))
     keys = (
         "hidden_size",
         "intermediate_size",
@@ -131,10 +146,11 @@ def write_llm_half(checkpoint: Path, folder: Path) -> Path:
     }
     (folder / "config.json").write_text(json.dumps(qwen3, indent=2) + "\n")
     tensors = {}
+    prefix = LLM_PREFIX[family]
     with safe_open(str(checkpoint / "model.safetensors"), "pt") as fh:
         for name in fh.keys():  # noqa: SIM118 (safe_open has keys(), not iteration)
-            if name.startswith(("model.layers.", "model.embed_tokens.", "model.norm.")):
-                tensors[name] = fh.get_tensor(name)
+            if name.startswith(tuple(prefix + part for part in ("layers.", "embed_tokens.", "norm."))):
+                tensors["model." + name[len(prefix) :]] = fh.get_tensor(name)
     save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
     for name in (
         "tokenizer.json",
@@ -185,8 +201,8 @@ c.main()
 """
 
 
-def ensure_gguf(hf: Path, work: Path, kind: str, tree: Path) -> Path:
-    out = work / f"penguin-llm-{kind}.gguf"
+def ensure_gguf(hf: Path, work: Path, kind: str, tree: Path, name: str = "penguin") -> Path:
+    out = work / f"{name}-llm-{kind}.gguf"
     if out.exists():
         return out
     partial = out.with_suffix(".partial")
@@ -197,7 +213,7 @@ def ensure_gguf(hf: Path, work: Path, kind: str, tree: Path) -> Path:
     else:
         import llama_cpp
 
-        source = ensure_gguf(hf, work, "F16", tree)
+        source = ensure_gguf(hf, work, "F16", tree, name)
         params = llama_cpp.llama_model_quantize_default_params()
         params.ftype = {"Q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0}[kind]
         params.nthread = os.cpu_count() or 1
@@ -338,9 +354,10 @@ def main() -> int:
         ids = [int(x) for x in sys.argv[3].split(",")]
         return llama_child(Path(sys.argv[2]), ids, int(sys.argv[4]), int(sys.argv[5]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "gsurg-bench-penguin-run")
+    ap.add_argument("--family", choices=sorted(LLM_PREFIX), default="penguin_vl")
+    ap.add_argument("--work", type=Path, help="default: the family's run benchmark's folder in the temp dir")
     ap.add_argument(
-        "--runner", type=Path, help="a built penguin_vl_run (default: build one into <repo>/build)"
+        "--runner", type=Path, help="the family's built runner (default: build one into <repo>/build)"
     )
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
@@ -351,19 +368,23 @@ def main() -> int:
     cases = args.cases.split(",")
     if unknown := sorted(set(cases) - set(ALL_CASES)):
         ap.error(f"unknown cases {unknown}; known: {', '.join(ALL_CASES)}")
+    side = qwen3_vl if args.family == "qwen3_vl" else penguin
+    name = "qwen3-vl" if args.family == "qwen3_vl" else "penguin"
+    args.work = args.work or Path(tempfile.gettempdir()) / f"gsurg-bench-{name}-run"
     args.work.mkdir(parents=True, exist_ok=True)
-    runner = ensure_runner(args.runner)
-    ckpt = ensure_checkpoint(args.work)
+    runner = side.ensure_runner(args.runner)
+    ckpt = side.ensure_checkpoint(args.work)
     ids = prompt_ids(ckpt)
     targets: dict[str, Path] = {}
     for case in cases:
         kind = case.split("-", 1)[1]
         if case.startswith("gsurg-"):
-            targets[case] = ensure_model(ckpt, args.work / ("out" if kind == "fp32" else f"out-{kind}"), kind)
+            folder = args.work / ("out" if kind == "fp32" else f"out-{kind}")
+            targets[case] = side.ensure_model(ckpt, folder, kind)
         else:
             cache = Path(os.environ.get("GSURG_CACHE", Path.home() / ".cache" / "gsurg")) / "downloads"
-            hf = write_llm_half(ckpt, args.work / "penguin-llm-hf")
-            targets[case] = ensure_gguf(hf, args.work, kind, llama_cpp_source(cache))
+            hf = write_llm_half(ckpt, args.work / f"{name}-llm-hf", args.family)
+            targets[case] = ensure_gguf(hf, args.work, kind, llama_cpp_source(cache), name)
     runs: dict[str, list[Run]] = {}
     for _ in range(args.repeat):  # interleaved: a slow spell of the machine hits every case
         for case in cases:
