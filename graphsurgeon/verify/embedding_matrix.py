@@ -82,7 +82,8 @@ class FloatEmbeddings:
         if tag is not None:
             tag_offset = int(entry["tag_offset"])
             found = int(np.fromfile(self.path, "<u4", 1, offset=tag_offset)[0])
-            if tag_offset + 4 != offset or found != tag or int(entry.get("tag", tag)) != tag:
+            declared = entry.get("tag")
+            if tag_offset + 4 != offset or found != tag or (declared is not None and int(declared) != tag):
                 raise VerifyError(
                     f"{self.path}: the weight tag at byte {tag_offset} is {found:#x}, not the {storage} tag "
                     f"{tag:#x} 4 bytes before model.json's embedding_matrix.offset {offset}"
