@@ -37,7 +37,6 @@ import statistics
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -370,7 +369,7 @@ def main() -> int:
         ap.error(f"unknown cases {unknown}; known: {', '.join(ALL_CASES)}")
     side = qwen3_vl if args.family == "qwen3_vl" else penguin
     name = "qwen3-vl" if args.family == "qwen3_vl" else "penguin"
-    args.work = args.work or Path(tempfile.gettempdir()) / f"gsurg-bench-{name}-run"
+    args.work = args.work or side.DEFAULT_WORK
     args.work.mkdir(parents=True, exist_ok=True)
     runner = side.ensure_runner(args.runner)
     ckpt = side.ensure_checkpoint(args.work)

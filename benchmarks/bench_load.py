@@ -33,7 +33,6 @@ import json
 import re
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -91,8 +90,7 @@ def main() -> int:
     args = ap.parse_args()
     side = qwen3_vl if args.family == "qwen3_vl" else penguin
     program = "qwen3_vl_run" if args.family == "qwen3_vl" else "penguin_vl_run"
-    folder = "gsurg-bench-qwen3-vl-run" if args.family == "qwen3_vl" else "gsurg-bench-penguin-run"
-    work = args.work or Path(tempfile.gettempdir()) / folder
+    work = args.work or side.DEFAULT_WORK
     runner = side.ensure_runner(args.runner)
     ckpt = side.ensure_checkpoint(work)
     image = side.make_image(work)

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+#: The folder the checkpoint and conversions live in unless --work says otherwise (other benchmarks share it).
+DEFAULT_WORK = Path(tempfile.gettempdir()) / "gsurg-bench-penguin-run"
 if str(REPO) not in sys.path:  # run as a script: the repo's examples/ is not an installed package
     sys.path.insert(0, str(REPO))
 
@@ -275,7 +277,7 @@ def main() -> int:
     if len(sys.argv) == 6 and sys.argv[1] == "--torch-child":
         return torch_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "gsurg-bench-penguin-run")
+    ap.add_argument("--work", type=Path, default=DEFAULT_WORK)
     ap.add_argument(
         "--runner", type=Path, help="a built penguin_vl_run (default: build one into <repo>/build)"
     )

@@ -50,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+#: The folder the checkpoint and conversions live in unless --work says otherwise (other benchmarks share it).
+DEFAULT_WORK = Path(tempfile.gettempdir()) / "gsurg-bench-qwen3-vl-run"
 if str(REPO) not in sys.path:  # run as a script: the repo's examples/ is not an installed package
     sys.path.insert(0, str(REPO))
 
@@ -183,7 +185,7 @@ def main() -> int:
     if len(sys.argv) == 6 and sys.argv[1] == "--torch-child":
         return torch_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "gsurg-bench-qwen3-vl-run")
+    ap.add_argument("--work", type=Path, default=DEFAULT_WORK)
     ap.add_argument(
         "--runner", type=Path, help=f"a built qwen3_vl_run (default: {DEFAULT_RUNNER} or a build)"
     )

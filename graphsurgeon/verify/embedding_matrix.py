@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from graphsurgeon.ir.weights import Storage
 from graphsurgeon.quant.blocks import BlockFormat, dequantize
 from graphsurgeon.verify.errors import VerifyError
 
@@ -52,13 +53,8 @@ class QuantizedEmbeddings:
         return dequantize(self._packed[ids], self._scales[ids], self.fmt, self.cols)
 
 
-#: ncnn's weight tags (``ModelBinFromDataReader::load``) for the float storages a tied matrix may have.
-_FLOAT_TAGS: dict[str, tuple[int | None, str]] = {
-    "fp32": (0, "<f4"),
-    "raw": (None, "<f4"),
-    "fp16": (0x01306B47, "<f2"),
-    "bf16": (0x01348B83, "<u2"),
-}
+#: How each float storage a tied matrix may have is laid out (its ncnn tag is ``Storage.tag``; RAW has none).
+_FLOAT_DTYPES = {Storage.FP32: "<f4", Storage.RAW: "<f4", Storage.FP16: "<f2", Storage.BF16: "<u2"}
 
 
 class FloatEmbeddings:
@@ -66,10 +62,11 @@ class FloatEmbeddings:
     one), memory-mapped; ``rows(ids)`` widens to float32 exactly as ncnn does on load."""
 
     def __init__(self, folder: Path, entry: dict[str, Any]) -> None:
-        storage = str(entry["storage"])
-        if storage not in _FLOAT_TAGS:
-            raise VerifyError(f"{folder / 'model.json'}: embedding_matrix.storage {storage!r} cannot be read")
-        tag, dtype = _FLOAT_TAGS[storage]
+        storage = next((s for s in _FLOAT_DTYPES if s.value == entry["storage"]), None)
+        if storage is None:
+            name = entry["storage"]
+            raise VerifyError(f"{folder / 'model.json'}: embedding_matrix.storage {name!r} cannot be read")
+        tag, dtype = storage.tag, _FLOAT_DTYPES[storage]
         self.path = folder / entry["bin"]
         self.rows_count, self.cols = (int(d) for d in entry["shape"])
         offset, size = int(entry["offset"]), self.path.stat().st_size
@@ -95,7 +92,7 @@ class FloatEmbeddings:
         """Rows ``[len(ids), cols]`` float32; an id outside the matrix is a VerifyError."""
         ids = _checked_ids(ids, self.rows_count)
         picked = np.asarray(self._values[ids])
-        if self.storage == "bf16":  # the top 16 bits of a float32
+        if self.storage is Storage.BF16:  # the top 16 bits of a float32
             return (picked.astype(np.uint32) << 16).view(np.float32)
         return picked.astype(np.float32)
 
