@@ -257,8 +257,8 @@ class Qwen3VLNcnn:
         return entry["inputs"][0], entry["outputs"][0]
 
     def embed(self, ids: Sequence[int]) -> np.ndarray:
-        """Rows for token ids: the embed net's, or the tied matrix's dequantized codes when it is
-        block-quantized (what a runtime reads)."""
+        """Rows for token ids: the embed net's, or the tied matrix's in lm_head's .bin (what a runtime
+        reads) when it is block-quantized or the conversion has no embed net."""
         arr = np.asarray(list(ids), dtype=np.int32)
         if self.matrix is not None:
             return self.matrix.rows(arr)

@@ -92,7 +92,8 @@ class LlmChain:
 
     def embed(self, ids: list[int] | np.ndarray) -> np.ndarray:
         """Hidden rows ``[T, H]`` for token ids (int32 in a 1-D Mat, as ncnn's Embed reads them); from the
-        tied matrix's codes instead when it is block-quantized, as a runtime reads them."""
+        tied matrix in lm_head's .bin instead when it is block-quantized or there is no embed net, as a
+        runtime reads them."""
         arr = np.ascontiguousarray(np.asarray(ids, dtype=np.int32).reshape(-1))
         if self.matrix is not None:
             return self.matrix.rows(arr)
