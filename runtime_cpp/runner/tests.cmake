@@ -31,6 +31,13 @@ endif()
 add_test(NAME runner_int8_gemm COMMAND pvl_int8_gemm_check)
 set_tests_properties(runner_int8_gemm PROPERTIES TIMEOUT 600)
 
+# Transparent huge pages for large buffers (tests/huge_pages_check.cpp): the wrapper reaches ncnn's own
+# allocations and advises only whole huge pages inside them; skipped (77) where they cannot be advised.
+add_executable(pvl_huge_pages_check tests/huge_pages_check.cpp)
+target_link_libraries(pvl_huge_pages_check PRIVATE pvl_runner)
+add_test(NAME runner_huge_pages COMMAND pvl_huge_pages_check)
+set_tests_properties(runner_huge_pages PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
+
 if(NOT PVL_PYTHON)
   message(WARNING "runner: no Python found (set PVL_PYTHON): the runner parity tests are not registered")
   return()

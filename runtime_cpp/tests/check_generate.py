@@ -213,7 +213,13 @@ def greedy(
     except CheckFailed as err:
         print(f"FAIL {err}", flush=True)
         failures.append("no EOS in model.json")
-    attempt(f"prompt 0 + {images[1].label}, repetition penalty 1.3", PROMPTS[0], [images[1]], penalty=1.3)
+    attempt(
+        f"prompt 0 + {images[1].label}, repetition penalty 1.3, --huge-pages",
+        PROMPTS[0],
+        [images[1]],
+        penalty=1.3,
+        extra=["--huge-pages"],
+    )
     attempt("prompt 2 text-only, repetition penalty 1.3", PROMPTS[2], [], penalty=1.3)
     attempt(f"prompt 1 + {images[0].label}, --no-mmap", PROMPTS[1], [images[0]], extra=["--no-mmap"])
     if untied is not None:  # embeddings from the embed net, logits from a separate lm_head matrix

@@ -76,7 +76,9 @@ std::string usage() {
          "  --force-ids 4,5,6      teacher forcing: the model picks N tokens (printed), but after pick i\n"
          "                         the i-th id is fed back instead; ignores EOS, at most --gen picks\n"
          "  --no-mmap              read the weights (.bin files, tied embedding rows) with file reads\n"
-         "                         instead of memory maps\n";
+         "                         instead of memory maps\n"
+         "  --huge-pages           advise transparent huge pages for large buffers (Linux): ~8x fewer\n"
+         "                         page faults while loading; slower on VMs that report free memory\n";
 }
 
 CliArgs parse_args(const std::vector<std::string>& argv) {
@@ -141,6 +143,8 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
       a.print_ids = true;
     } else if (flag == "--no-mmap") {
       a.no_mmap = true;
+    } else if (flag == "--huge-pages") {
+      a.huge_pages = true;
     } else if (flag == "--verbose") {
       a.verbose = true;
     } else {

@@ -11,6 +11,7 @@
 #include "pvl/family.hpp"
 #include "pvl/family_registry.hpp"
 #include "pvl/generate.hpp"
+#include "pvl/huge_pages.hpp"
 #include "pvl/lowbit_gemm.hpp"
 #include "pvl/optional_parts.hpp"
 #include "pvl/pixel_file.hpp"
@@ -61,6 +62,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
   if (args.has_prompt && args.prompt.find_first_not_of(" \t\r\n") == std::string::npos)
     throw Error("the prompt is empty");
   if (args.has_ids && args.ids.empty()) throw Error("--ids is empty");
+  huge_pages::set_enabled(args.huge_pages);
   Runtime runtime(args.model, threads, !args.no_mmap, args.precision);
   const ModelConfig& cfg = runtime.config();
 #if PVL_HAVE_TOKENIZER
@@ -122,6 +124,9 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
     std::fprintf(log, "model: %s, %d threads, precision %s, embeddings from %s\n", cfg.folder.c_str(),
                  threads, precision, runtime.embedding_source().c_str());
     std::fprintf(log, "load: %.3f s\n", runtime.load_seconds());
+    if (huge_pages::supported())
+      std::fprintf(log, "huge pages: %s, %.1f MiB advised\n", huge_pages::enabled() ? "on (--huge-pages)" : "off",
+                   static_cast<double>(huge_pages::advised_bytes()) / (1 << 20));
     if (const int packed = packed_gemm_layers())
       std::fprintf(log, "4/6-bit Gemms: %d through gsurg's %s kernel\n", packed, lowbit_kernel_in_use());
     if (const int int8 = int8_gemm_layers())

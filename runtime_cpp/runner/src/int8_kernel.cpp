@@ -10,6 +10,7 @@
 #include <cpu.h>
 
 #include "int8_kernel_rows.hpp"
+#include "pvl/huge_pages.hpp"
 
 namespace pvl::int8k {
 
@@ -84,6 +85,7 @@ Int8Weights pack_codes(int block, int K, int N, const signed char* rows, int thr
   const int blocks = K / block;
   w.group_bytes = detail::record_bytes(block) * static_cast<size_t>(blocks);
   w.data.reset(new unsigned char[w.group_bytes * static_cast<size_t>(w.groups)]);
+  huge_pages::advise(w.data.get(), w.group_bytes * static_cast<size_t>(w.groups));  // before the first touch
   int min_code = 0;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(| : min_code)
   for (int g = 0; g < w.groups; ++g) {

@@ -4,7 +4,8 @@
 // images through the family's preprocessing), generates and streams the text to stdout.
 // Debug/test inputs: --ids (prompt token ids instead of --prompt) and --pixel-values (a preprocessed
 // image dump instead of --image); --print-ids prints {"prompt_tokens": N, "tokens": [...]} as the last
-// stdout line; --ignore-eos generates exactly --gen tokens; --no-mmap reads embedding rows without a map.
+// stdout line; --ignore-eos generates exactly --gen tokens; --no-mmap reads embedding rows without a map;
+// --huge-pages advises transparent huge pages for large buffers (huge_pages.hpp).
 #pragma once
 
 #include <cstdio>
@@ -33,6 +34,7 @@ struct CliArgs {
   bool print_ids = false;
   bool verbose = false;
   bool no_mmap = false;
+  bool huge_pages = false;  // --huge-pages: huge_pages::set_enabled(true) before loading
   bool help = false;
 };
 
