@@ -11,16 +11,21 @@ cold page cache, in one script run:
   1``, so that every net is loaded (the LLM nets at start, the vision nets on first use); its ``--verbose``
   ``load`` figure, which covers both; once with the weights memory-mapped (the default) and once with
   ``--no-mmap`` (every .bin read into buffers ncnn allocates: how the runtime loaded before); with
-  ``--hugetlb`` once more mapped under ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (glibc backs large
-  allocations, such as the buffers Gemm repacks its weights into, with transparent huge pages where the
-  kernel's THP mode is ``madvise``);
+  ``--huge-pages`` once more mapped with the runner's ``--huge-pages`` (transparent huge pages advised
+  for its large buffers, those Gemm repacks its weights into among them:
+  runtime_cpp/runner/include/pvl/huge_pages.hpp), and with ``--hugetlb`` once more mapped under
+  ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (glibc's own way to the same pages, for comparison);
 * warm: every file of the case read once just before; cold: the case's files dropped from the page cache
-  (``POSIX_FADV_DONTNEED``) just before, so the load reads the disk;
+  (``POSIX_FADV_DONTNEED``) just before, so the load reads the disk; either way the other cases' files
+  are dropped first, so that every run starts from the same page cache whatever ran before it;
 * each run in its own child, the cases interleaved round by round, medians over ``--repeat`` rounds, and
-  the child's peak RSS (``ru_maxrss``, mapped file pages included).
+  the child's peak RSS (``ru_maxrss``, mapped file pages included); before them ``--warmup`` rounds (1)
+  that are printed but not counted: on this machine (a VM) the first process to fault in ~9 GB after an
+  idle spell runs up to 3x slower whatever it is, the same case at once again at its usual speed.
 
     python benchmarks/bench_load.py [--family penguin_vl|qwen3_vl] [--work DIR] [--runner PATH]
-        [--repeat 3] [--models out,out-int8,out-int4] [--modes warm,cold] [--hugetlb] [--no-read]
+        [--repeat 3] [--warmup 1] [--models out,out-int8,out-int4] [--modes warm,cold] [--huge-pages]
+        [--hugetlb] [--no-read]
 
 ``--work`` is the folder ``bench_penguin_vl_run.py`` (or ``bench_qwen3_vl_run.py``) uses: the checkpoint
 and the conversions are made when missing. ``--no-read`` leaves out the ``--no-mmap`` runs.
@@ -45,6 +50,7 @@ import bench_penguin_vl_run as penguin  # noqa: E402
 import bench_qwen3_vl_run as qwen3_vl  # noqa: E402
 from bench_beside_llamacpp import prepare_page_cache  # noqa: E402
 from bench_penguin_vl_run import run_child  # noqa: E402
+from page_cache import drop_from_page_cache  # noqa: E402
 
 _LOAD = re.compile(r"^load:.*?([0-9.]+) s\b", re.M)
 
@@ -83,9 +89,11 @@ def main() -> int:
     ap.add_argument("--work", type=Path, help="default: the family's run benchmark's folder in the temp dir")
     ap.add_argument("--runner", type=Path)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted")
     ap.add_argument("--models", default="out", help="conversion folders under --work (out-X: storage X)")
     ap.add_argument("--modes", default="warm,cold")
-    ap.add_argument("--hugetlb", action="store_true", help="also the mapped runs with glibc.malloc.hugetlb=1")
+    ap.add_argument("--huge-pages", action="store_true", help="also the mapped runs with --huge-pages")
+    ap.add_argument("--hugetlb", action="store_true", help="also mapped under glibc.malloc.hugetlb=1")
     ap.add_argument("--no-read", action="store_true", help="leave out the --no-mmap runs")
     args = ap.parse_args()
     side = qwen3_vl if args.family == "qwen3_vl" else penguin
@@ -107,13 +115,19 @@ def main() -> int:
         cases.append((f"{program} {name}, mapped", argv, files_of(folder)))
         if not args.no_read:
             cases.append((f"{program} {name}, --no-mmap", [*argv, "--no-mmap"], files_of(folder)))
+        if args.huge_pages:
+            label = f"{program} {name}, mapped, --huge-pages"
+            cases.append((label, [*argv, "--huge-pages"], files_of(folder)))
         if args.hugetlb:
             tuned = ["env", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1", *argv]
-            cases.append((f"{program} {name}, mapped, hugetlb=1", tuned, files_of(folder)))
+            cases.append((f"{program} {name}, mapped, glibc hugetlb=1", tuned, files_of(folder)))
+    every_file = sorted({path for _, _, files in cases for path in files})
     results: dict[tuple[str, str], list[tuple[float, int]]] = {}
-    for _ in range(args.repeat):
+    for round_no in range(args.warmup + args.repeat):
+        counted = round_no >= args.warmup
         for mode in args.modes.split(","):
             for label, argv, files in cases:
+                drop_from_page_cache(*(set(every_file) - set(files)))
                 prepare_page_cache(files, cold=mode == "cold")
                 _, rss, stdout, stderr = run_child(argv)
                 if "--torch-child" in argv:
@@ -123,8 +137,11 @@ def main() -> int:
                     if match is None:
                         raise SystemExit(f"no load line from {label}:\n{stderr[-2000:]}")
                     load = float(match.group(1))
-                print(f"{mode} {label}: load {load:.2f} s, peak RSS {rss / 1e9:.2f} GB", file=sys.stderr)
-                results.setdefault((mode, label), []).append((load, rss))
+                note = "" if counted else " (warm-up, not counted)"
+                line = f"{mode} {label}: load {load:.2f} s, peak RSS {rss / 1e9:.2f} GB{note}"
+                print(line, file=sys.stderr)
+                if counted:
+                    results.setdefault((mode, label), []).append((load, rss))
     print(f"\nmedians of {args.repeat}; (×r): the reference's load time / this row's (above 1: faster)\n")
     print("| page cache | run | load | peak RSS | every round |\n|---|---|---|---|---|")
     for mode in args.modes.split(","):
