@@ -63,6 +63,14 @@ bool supported() {
 #endif
 }
 
+size_t page_bytes() {
+#if defined(__linux__) && defined(PVL_WRAP_POSIX_MEMALIGN)
+  return huge_page_size();
+#else
+  return 0;
+#endif
+}
+
 void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 
 bool enabled() { return g_enabled.load(std::memory_order_relaxed); }

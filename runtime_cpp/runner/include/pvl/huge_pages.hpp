@@ -31,6 +31,10 @@ constexpr size_t kMinBytes = size_t{4} << 20;
 // (/sys/kernel/mm/transparent_hugepage/enabled).
 bool supported();
 
+// The kernel's huge page size in bytes (/sys/kernel/mm/transparent_hugepage/hpage_pmd_size: 2 MiB on x86-64
+// and on arm64 with 4 KiB base pages, 32 MiB or 512 MiB with 16 KiB or 64 KiB ones), or 0 when !supported().
+size_t page_bytes();
+
 // Off by default; the runner's --huge-pages turns it on before anything is loaded.
 void set_enabled(bool on);
 bool enabled();
