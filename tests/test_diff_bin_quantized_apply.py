@@ -40,6 +40,8 @@ VARIANTS = {
     "int4": ["--set", "storage=int4"],  # the rule file's default method: clip
     "int4-minmax": ["--set", "storage=int4", "--set", "quant_method=minmax"],
 }
+#: The rule file's default block per variant (``quant_block``): 128 at 8 bits, 64 at 4.
+BLOCK = {"int8": 128, "int4": 64, "int4-minmax": 64}
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +84,7 @@ def test_every_quantized_weight_passes_its_map(
         quant = [p["quantized"] for p in doc["pairs"] if p["quantized"] is not None]
         assert len(quant) == doc["summary"]["quantized"]["pairs"] == _quantized_in_map(folder, graph)
         bits = 8 if variant == "int8" else 4
-        assert all(q["format"] == f"int{bits} block 64" and q["wrong"] == 0 for q in quant)
+        assert all(q["format"] == f"int{bits} block {BLOCK[variant]}" and q["wrong"] == 0 for q in quant)
         if variant == "int4-minmax":  # min-max clips nothing: every value within half a step
             assert all(q["max_steps"] <= 0.5 and q["saturated"] == 0 for q in quant)
         saturated += sum(q["saturated"] for q in quant)
@@ -136,7 +138,7 @@ def test_faults_in_a_real_conversion_name_the_weight(
     codes_at, scales_at, codes, scales = _int8_records(broken, "gemm_3")
     entry = yaml.safe_load((broken / "decoder.weights.yaml").read_text())["gemm_3.B"]
     w = load_file(str(CHECKPOINT))[entry].astype(np.float64)  # [N, K], no transform in the map
-    y = w * np.repeat(scales.astype(np.float64), 64, axis=1)[:, : w.shape[1]]
+    y = w * np.repeat(scales.astype(np.float64), BLOCK["int8"], axis=1)[:, : w.shape[1]]
     near = np.argwhere((np.abs(y - codes) < 0.4) & (codes < 127))
     r, c = (int(i) for i in near[len(near) // 3])
     data = bytearray((broken / "decoder.ncnn.bin").read_bytes())
@@ -152,12 +154,13 @@ def test_faults_in_a_real_conversion_name_the_weight(
     assert wrong["offset"] == codes_at + r * codes.shape[1] + c
     # a scale set to 0, in a fresh copy
     data = bytearray(pristine)
-    at = scales_at + 4 * (5 * scales.shape[1] + 1)  # row 5, block 1
+    last = scales.shape[1] - 1
+    at = scales_at + 4 * (5 * scales.shape[1] + last)  # row 5, the last block
     data[at : at + 4] = b"\x00\x00\x00\x00"
     (broken / "decoder.ncnn.bin").write_bytes(bytes(data))
     rc, doc = _with_map(capsys, broken, "decoder")
     failing = [p for p in doc["pairs"] if p["status"] != "pass"]
     assert rc == 1 and [p["a"]["name"] for p in failing] == ["gemm_3.B"]
     bad = failing[0]["quantized"]["first_bad_scale"]
-    assert bad == {"row": 5, "block": 1, "offset": at, "value": 0.0}
+    assert bad == {"row": 5, "block": last, "offset": at, "value": 0.0}
     assert failing[0]["quantized"]["wrong"] == 0
