@@ -139,8 +139,8 @@ foreach(family penguin_vl qwen3_vl)
   if(CMAKE_CROSSCOMPILING)  # another ncnn build than the wheel's: int8 kernels, and on ARM fp16 arithmetic
     list(APPEND _args --cross-prefix 4)
   endif()
-  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm)")  # real fp16 arithmetic: not the x86 wheel's
-    list(APPEND _args --fp16-teacher-forced)
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm)")  # real fp16 arithmetic: not the x86 wheel's; and
+    list(APPEND _args --fp16-teacher-forced --int8-teacher-forced)  # NEON 8-bit rounding
   endif()
   add_test(NAME ${_prefix}_precision COMMAND ${PVL_PYTHON} ${_prec_check} check ${_args})
   set_tests_properties(${_prefix}_precision PROPERTIES
