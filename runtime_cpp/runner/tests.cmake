@@ -31,6 +31,17 @@ endif()
 add_test(NAME runner_int8_gemm COMMAND pvl_int8_gemm_check)
 set_tests_properties(runner_int8_gemm PROPERTIES TIMEOUT 600)
 
+# The opt-in 4-bit kernel that quantizes its input (tests/w4a8_gemm_check.cpp): every instance against a
+# model of its stated arithmetic bit for bit, and that model against ncnn's float loop within the rounding
+# of the input; its float steps must not be contracted either.
+add_executable(pvl_w4a8_gemm_check tests/w4a8_gemm_check.cpp)
+target_link_libraries(pvl_w4a8_gemm_check PRIVATE pvl_runner)
+if(NOT MSVC)
+  set_source_files_properties(tests/w4a8_gemm_check.cpp PROPERTIES COMPILE_OPTIONS "-ffp-contract=off")
+endif()
+add_test(NAME runner_w4a8_gemm COMMAND pvl_w4a8_gemm_check)
+set_tests_properties(runner_w4a8_gemm PROPERTIES TIMEOUT 600)
+
 # Transparent huge pages for large buffers (tests/huge_pages_check.cpp): the wrapper reaches ncnn's own
 # allocations and advises only whole huge pages inside them; skipped (77) where they cannot be advised.
 add_executable(pvl_huge_pages_check tests/huge_pages_check.cpp)

@@ -22,161 +22,18 @@ namespace pvl {
 namespace {
 std::atomic<int> g_packed_layers{0};
 std::atomic<int> g_int8_layers{0};
+std::atomic<int> g_w4a8_layers{0};
 }  // namespace
 
 int packed_gemm_layers() { return g_packed_layers.load(); }
 int int8_gemm_layers() { return g_int8_layers.load(); }
+int w4a8_gemm_layers() { return g_w4a8_layers.load(); }
 
-namespace {
-
-// One thread, no packing, no fp16 or bf16: the options under which the probes compare outputs bit for bit.
-ncnn::Option exact_fp32_option() {
-  ncnn::Option opt;
-  opt.num_threads = 1;
-  opt.use_packing_layout = false;
-  opt.use_fp16_storage = opt.use_fp16_packed = opt.use_fp16_arithmetic = false;
-  opt.use_bf16_storage = opt.use_bf16_packed = false;
-  opt.use_vulkan_compute = false;
-  return opt;
-}
-
-// Whether ncnn's builtin Gemm and the kernel instance `kernel` under `rounding` agree bit for bit on one
-// random 4-bit case (K 256, N 40: five column groups, an odd count; M 5: a four-row tile and a one-row
-// one; block 32, input-scale format 0 or 1, A over twelve octaves so that the two roundings part); false
-// too when ncnn refuses the case.
-bool agrees(int format, lowbit::Rounding rounding, lowbit::Kernel kernel) {
-  constexpr int K = 256, N = 40, M = 5, kBlock = 32, kBits = 4;
-  std::mt19937 rng(20261203u + static_cast<unsigned>(format));
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> unit(-1.f, 1.f), positive(1.f, 90.f);
-  std::uniform_int_distribution<int> octave(-6, 6);
-  ncnn::Mat codes(K * kBits / 8 * N, static_cast<size_t>(1u));
-  for (int i = 0; i < K * kBits / 8 * N; ++i) static_cast<unsigned char*>(codes.data)[i] =
-      static_cast<unsigned char>(byte(rng));
-  ncnn::Mat scales(K / kBlock * N), input_scales(K), a(K, M);
-  for (int i = 0; i < K / kBlock * N; ++i) scales[i] = positive(rng);
-  for (int i = 0; i < K; ++i) input_scales[i] = positive(rng) / 30.f;
-  for (int i = 0; i < K * M; ++i) a[i] = std::ldexp(unit(rng), octave(rng));
-
-  ncnn::ParamDict pd;
-  pd.set(3, 1);  // transB
-  pd.set(5, 1);  // constant B
-  pd.set(7, M);
-  pd.set(8, N);
-  pd.set(9, K);
-  pd.set(18, kBits * 100 + format * 10);  // block 32
-  const ncnn::Option opt = exact_fp32_option();
-  std::unique_ptr<ncnn::Layer> builtin(ncnn::create_layer_cpu(ncnn::LayerType::Gemm));
-  const ncnn::Mat weights[3] = {codes, scales, input_scales};
-  ncnn::ModelBinFromMatArray mb(weights);
-  std::vector<ncnn::Mat> bottoms(1, a), tops(1);
-  if (!builtin || builtin->load_param(pd) != 0 || builtin->load_model(mb) != 0 ||
-      builtin->create_pipeline(opt) != 0 || builtin->forward(bottoms, tops, opt) != 0 || tops[0].w != N ||
-      tops[0].h != M)
-    return false;
-
-  lowbit::PackedWeights w = lowbit::pack_codes(kBits, kBlock, K, N, static_cast<const unsigned char*>(codes.data));
-  lowbit::attach_scales(w, scales, format == 1 ? static_cast<const float*>(input_scales) : nullptr);
-  std::vector<float> out(static_cast<size_t>(M) * N);
-  lowbit::gemm(w, a, K, M, lowbit::Bias(), 1.f, out.data(), N, 1, rounding, kernel);
-  builtin->destroy_pipeline(opt);
-  return std::memcmp(out.data(), tops[0].data, out.size() * sizeof(float)) == 0;
-}
-
-// 0: separate, 1: fused, -1: neither reproduces this ncnn's loop (LowBitGemm then takes nothing over).
-// Measured with the 8-lane instance, the one every build has.
-int measure_rounding() {
-  for (const lowbit::Rounding r : {lowbit::Rounding::kSeparate, lowbit::Rounding::kFused})
-    if (agrees(0, r, lowbit::Kernel::kEightLanes) && agrees(1, r, lowbit::Kernel::kEightLanes))
-      return r == lowbit::Rounding::kFused ? 1 : 0;
-  return -1;
-}
-
-lowbit::Rounding measured_rounding() {
-  return ncnn_loop_rounding() == 1 ? lowbit::Rounding::kFused : lowbit::Rounding::kSeparate;
-}
-
-// The instance kBest stands for: the widest where it agrees with ncnn as the 8-lane one does, else the
-// 8-lane one (a wider instance this machine runs is then not trusted with any Gemm).
-lowbit::Kernel measure_best_kernel() {
-  if (ncnn_loop_rounding() < 0) return lowbit::Kernel::kEightLanes;
-  const lowbit::Rounding r = measured_rounding();
-  return agrees(0, r, lowbit::Kernel::kBest) && agrees(1, r, lowbit::Kernel::kBest) ? lowbit::Kernel::kBest
-                                                                                      : lowbit::Kernel::kEightLanes;
-}
-
-// Whether ncnn's builtin 8-bit Gemm and the int8 kernel under `descale` agree bit for bit on one random
-// decode-step case (M 1, K 256, N 48, block 64, input-scale format 0 or 1); false too when ncnn refuses it.
-bool int8_agrees(int format, int8k::Descale descale) {
-  constexpr int K = 256, N = 48, kBlock = 64;
-  std::mt19937 rng(20261204u + static_cast<unsigned>(format));
-  std::uniform_int_distribution<int> code(-127, 127);
-  std::uniform_real_distribution<float> unit(-1.f, 1.f), positive(1.f, 90.f);
-  std::uniform_int_distribution<int> octave(-6, 6);
-  ncnn::Mat codes(K * N, static_cast<size_t>(1u));
-  for (int i = 0; i < K * N; ++i)
-    static_cast<signed char*>(codes.data)[i] = static_cast<signed char>(code(rng));
-  ncnn::Mat scales(K / kBlock * N), input_scales(K), a(K, 1);
-  for (int i = 0; i < K / kBlock * N; ++i) scales[i] = positive(rng);
-  for (int i = 0; i < K; ++i) input_scales[i] = positive(rng) / 30.f;
-  for (int i = 0; i < K; ++i) a[i] = std::ldexp(unit(rng), octave(rng));
-
-  ncnn::ParamDict pd;
-  pd.set(3, 1);  // transB
-  pd.set(5, 1);  // constant B
-  pd.set(7, 1);
-  pd.set(8, N);
-  pd.set(9, K);
-  pd.set(18, 800 + format * 10 + 1);  // block 64
-  std::unique_ptr<ncnn::Layer> builtin(ncnn::create_layer_cpu(ncnn::LayerType::Gemm));
-  ncnn::Mat weights[3] = {codes, scales, input_scales};
-  ncnn::ModelBinFromMatArray mb(weights);
-  const ncnn::Option opt = exact_fp32_option();
-  std::vector<ncnn::Mat> bottoms(1, a), tops(1);
-  if (!builtin || builtin->load_param(pd) != 0 || builtin->load_model(mb) != 0 ||
-      builtin->create_pipeline(opt) != 0 || builtin->forward(bottoms, tops, opt) != 0 || tops[0].w != N ||
-      tops[0].h != 1)
-    return false;
-  int8k::Int8Weights w = int8k::pack_codes(kBlock, K, N, static_cast<const signed char*>(codes.data));
-  int8k::attach_scales(w, scales, format == 1 ? static_cast<const float*>(input_scales) : nullptr);
-  std::vector<float> out(N);
-  int8k::gemm(w, a, K, 1, out.data(), N, 1, descale);
-  builtin->destroy_pipeline(opt);
-  return std::memcmp(out.data(), tops[0].data, out.size() * sizeof(float)) == 0;
-}
-
-int measure_int8_descale() {
-  if (!int8k::available()) return -1;
-  for (const int8k::Descale d : {int8k::Descale::kReciprocal, int8k::Descale::kDivide})
-    if (int8_agrees(0, d) && int8_agrees(1, d)) return d == int8k::Descale::kReciprocal ? 1 : 0;
-  return -1;
-}
-
-}  // namespace
-
-int int8_descale() {
-  static const int measured = measure_int8_descale();
-  return measured;
-}
-
-int ncnn_loop_rounding() {
-  static const int measured = measure_rounding();
-  return measured;
-}
-
-lowbit::Kernel proven_best_kernel() {
-  static const lowbit::Kernel measured = measure_best_kernel();
-  return measured;
-}
-
-const char* lowbit_kernel_in_use() {
-  return lowbit::kernel_name(measured_rounding(), proven_best_kernel());
-}
-
-LowBitGemm::LowBitGemm(lowbit::Kernel kernel, bool exact_fp32, int threads)
+LowBitGemm::LowBitGemm(lowbit::Kernel kernel, bool exact_fp32, int threads, bool quantize_int4_input)
     : kernel_(kernel),
       exact_fp32_(exact_fp32),
       threads_(std::max(1, threads)),
+      quantize_int4_input_(quantize_int4_input),
       builtin_(ncnn::create_layer_cpu(ncnn::LayerType::Gemm)) {
   take_flags(*builtin_);
 }
@@ -234,10 +91,13 @@ int LowBitGemm::load_param(const ncnn::ParamDict& pd) {
     support_any_packing = false;
     support_fp16_storage = false;
     support_bf16_storage = false;
+  } else if (bits == 4 && lowbit_form && quantize_int4_input_ && w4a8::accelerated() &&
+             w4a8::packable(block, pd.get(9, 0))) {
+    use_w4a8_ = true;  // not ncnn's arithmetic: asked for (w4a8_kernel.hpp)
   } else if (!lowbit_form || !lowbit::packable(bits, block, pd.get(9, 0)) || ncnn_loop_rounding() < 0) {
     return 0;
   } else {
-    rounding_ = measured_rounding();
+    rounding_ = ncnn_loop_rounding() == 1 ? lowbit::Rounding::kFused : lowbit::Rounding::kSeparate;
   }
 
   alpha_ = pd.get(0, 1.f);
@@ -269,6 +129,8 @@ int LowBitGemm::load_model(const ncnn::ModelBin& mb) {
     if (bits_ == 8)
       int8_weights_ =
           int8k::pack_codes(block_, k_, n_, static_cast<const signed char*>(codes.data), threads_);
+    else if (use_w4a8_)
+      w4a8_weights_ = w4a8::pack_codes(block_, k_, n_, static_cast<const unsigned char*>(codes.data), threads_);
     else
       weights_ = lowbit::pack_codes(bits_, block_, k_, n_, static_cast<const unsigned char*>(codes.data));
   }
@@ -291,6 +153,11 @@ int LowBitGemm::load_model(const ncnn::ModelBin& mb) {
   if (bits_ == 8) {
     int8k::attach_scales(int8_weights_, static_cast<const float*>(scales.data), input_scale_data);
     ++g_int8_layers;
+    return 0;
+  }
+  if (use_w4a8_) {
+    w4a8::attach_scales(w4a8_weights_, static_cast<const float*>(scales.data), input_scale_data);
+    ++g_w4a8_layers;
     return 0;
   }
   lowbit::attach_scales(weights_, static_cast<const float*>(scales.data), input_scale_data);
@@ -356,8 +223,12 @@ int LowBitGemm::forward(const std::vector<ncnn::Mat>& bottom_blobs, std::vector<
   ncnn::Mat& top = top_blobs[0];
   top.create(n_, m, static_cast<size_t>(4u), opt.blob_allocator);
   if (top.empty()) return -100;
-  lowbit::gemm(weights_, static_cast<const float*>(a.data), a_stride, m, bias, alpha_,
-               static_cast<float*>(top.data), static_cast<size_t>(top.w), opt.num_threads, rounding_, kernel_);
+  if (use_w4a8_)
+    w4a8::gemm(w4a8_weights_, static_cast<const float*>(a.data), a_stride, m, bias, alpha_,
+               static_cast<float*>(top.data), static_cast<size_t>(top.w), opt.num_threads);
+  else
+    lowbit::gemm(weights_, static_cast<const float*>(a.data), a_stride, m, bias, alpha_,
+                 static_cast<float*>(top.data), static_cast<size_t>(top.w), opt.num_threads, rounding_, kernel_);
   return 0;
 }
 
@@ -374,7 +245,7 @@ ncnn::Layer* LowBitNet::create_overwrite_builtin_layer(int typeindex) {
   if (typeindex != ncnn::LayerType::Gemm) return ncnn::Net::create_overwrite_builtin_layer(typeindex);
   const bool exact_fp32 = !opt.use_packing_layout && !opt.use_fp16_storage && !opt.use_fp16_arithmetic &&
                           !opt.use_bf16_storage;
-  ncnn::Layer* layer = new LowBitGemm(proven_best_kernel(), exact_fp32, opt.num_threads);
+  ncnn::Layer* layer = new LowBitGemm(proven_best_kernel(), exact_fp32, opt.num_threads, quantize_int4_input_);
   layer->typeindex = typeindex;
   return layer;
 }

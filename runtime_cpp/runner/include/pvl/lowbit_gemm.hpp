@@ -16,8 +16,13 @@
 //     8-bit Gemm of that shape with no C and alpha 1 where int8k::available(), int8k::packable, the net's
 //     options are exact fp32 (LowBitNet passes them) and int8_descale() found the form that reproduces this
 //     ncnn. Otherwise every call goes to the builtin layer and the flags ncnn reads are the builtin's.
-//   - packed_gemm_layers() and int8_gemm_layers() count the 4/6-bit and the 8-bit layers taken over in
-//     this process, so --verbose can say the kernels ran.
+//   - With quantize_int4_input (the runner's --int4-activations int8; off by default), a 4-bit Gemm of the
+//     shape above with K a whole number of blocks runs through w4a8_kernel.hpp instead, where a SIMD
+//     instance of it runs on this CPU (w4a8::accelerated()): not ncnn's arithmetic, the input rounded to
+//     8 bits per block, with C and alpha applied after the product. 6-bit Gemms and every other case stay
+//     as above.
+//   - packed_gemm_layers(), w4a8_gemm_layers() and int8_gemm_layers() count the 4/6-bit, the 4-bit w4a8
+//     and the 8-bit layers taken over in this process, so --verbose can say the kernels ran.
 //   - has_block_quantized_gemm(param path) says whether a .param has a 4-, 6- or 8-bit block-quantized
 //     Gemm (a text scan; false when the file cannot be read, leaving the error to ncnn's own load).
 #pragma once
@@ -30,14 +35,17 @@
 
 #include "pvl/int8_kernel.hpp"
 #include "pvl/lowbit_kernel.hpp"
+#include "pvl/w4a8_kernel.hpp"
 
 namespace pvl {
 
 class LowBitGemm : public ncnn::Layer {
  public:
   // exact_fp32: the net runs without packing, fp16 or bf16 (the only options the int8 kernel takes);
-  // threads: the net's, for packing the 8-bit weights as they load.
-  explicit LowBitGemm(lowbit::Kernel kernel = lowbit::Kernel::kBest, bool exact_fp32 = true, int threads = 1);
+  // threads: the net's, for packing the 8-bit weights as they load; quantize_int4_input: 4-bit Gemms
+  // through the w4a8 kernel where it can take them.
+  explicit LowBitGemm(lowbit::Kernel kernel = lowbit::Kernel::kBest, bool exact_fp32 = true, int threads = 1,
+                      bool quantize_int4_input = false);
   ~LowBitGemm() override;
   LowBitGemm(const LowBitGemm&) = delete;
   LowBitGemm& operator=(const LowBitGemm&) = delete;
@@ -50,8 +58,10 @@ class LowBitGemm : public ncnn::Layer {
               const ncnn::Option& opt) const override;
   int forward(const ncnn::Mat& bottom_blob, ncnn::Mat& top_blob, const ncnn::Option& opt) const override;
 
-  // Whether this layer runs lowbit_kernel (false: ncnn's builtin Gemm runs it).
+  // Whether this layer runs one of gsurg's kernels (false: ncnn's builtin Gemm runs it).
   bool packed() const { return builtin_ == nullptr; }
+  // Whether that kernel is the w4a8 one.
+  bool w4a8() const { return use_w4a8_; }
 
  private:
   void take_flags(const ncnn::Layer& from);
@@ -59,6 +69,8 @@ class LowBitGemm : public ncnn::Layer {
   lowbit::Kernel kernel_;
   bool exact_fp32_;
   int threads_;
+  bool quantize_int4_input_;
+  bool use_w4a8_ = false;
   lowbit::Rounding rounding_ = lowbit::Rounding::kSeparate;
   int8k::Descale descale_ = int8k::Descale::kReciprocal;
   ncnn::Layer* builtin_;  // owned; null once a kernel takes the layer over
@@ -72,14 +84,22 @@ class LowBitGemm : public ncnn::Layer {
   ncnn::Mat c_;  // C as read
   lowbit::PackedWeights weights_;     // 4 and 6 bits
   int8k::Int8Weights int8_weights_;   // 8 bits
+  w4a8::Weights w4a8_weights_;        // 4 bits, quantize_int4_input
 };
 
 class LowBitNet : public ncnn::Net {
+ public:
+  // quantize_int4_input: every LowBitGemm it makes is built with it (the runner's --int4-activations int8).
+  explicit LowBitNet(bool quantize_int4_input = false) : quantize_int4_input_(quantize_int4_input) {}
+
  protected:
   ncnn::Layer* create_overwrite_builtin_layer(int typeindex) override;
 #if NCNN_STRING
   using ncnn::Net::create_overwrite_builtin_layer;
 #endif
+
+ private:
+  bool quantize_int4_input_;
 };
 
 bool has_block_quantized_gemm(const std::string& param_path);
@@ -107,6 +127,9 @@ int packed_gemm_layers();
 // GCC makes of ncnn's absmax / 127 under -ffast-math), 0 absmax / 127, -1 neither, or no kernel on this CPU
 // (then no 8-bit Gemm is taken over).
 int int8_descale();
+
+// How many 4-bit Gemm layers this process has loaded through the w4a8 kernel so far (for --verbose).
+int w4a8_gemm_layers();
 
 // How many 8-bit Gemm layers this process has loaded through the int8 kernel so far (for --verbose).
 int int8_gemm_layers();
