@@ -139,6 +139,15 @@ def precision_case(text: list[str]) -> BadCase:
     )
 
 
+def int4_activations_case(text: list[str]) -> BadCase:
+    """An --int4-activations the runner does not have (fp32, int8)."""
+    return BadCase(
+        "--int4-activations int4",
+        [*text, "--int4-activations", "int4"],
+        '--int4-activations must be fp32 or int8, not "int4"',
+    )
+
+
 def block_quant_cases(doc: dict[str, Any]) -> list[BadCase]:
     """For a conversion with a block-quantized tied matrix (``doc``: its model.json; ``cases`` are for a
     float one): ``embedding_matrix.block_quant`` made to disagree with the shape, the file or the formats

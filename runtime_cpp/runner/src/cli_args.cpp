@@ -53,7 +53,7 @@ std::string usage() {
   const std::string rules = (run != std::string::npos && run + 4 == name.size() ? name.substr(0, run) : name);
   return "usage: " + name + " --model DIR [--image IMG]... (--prompt TEXT | --ids 1,2,3) [--gen N]\n"
          "       " + pad + " [--threads N] [--precision fp32|fp16|auto] [--temperature T] [--top-k K]\n"
-         "       " + pad + " [--top-p P]\n"
+         "       " + pad + " [--top-p P] [--int4-activations fp32|int8]\n"
          "       " + pad + " [--repetition-penalty R] [--seed S] [--verbose]\n"
          "  --model DIR            the output of `gsurg apply rules/" + rules + ".yaml`\n"
          "  --image IMG            a PNG or JPEG image (repeatable; placed before the text)\n"
@@ -63,6 +63,9 @@ std::string usage() {
          "  --precision P          fp32 (default: exact), fp16 (fp16 storage, packing and arithmetic\n"
          "                         where the CPU has them, except in calibrated layers) or auto (ncnn's\n"
          "                         defaults); int8/int4 weights run their int kernels under all three\n"
+         "  --int4-activations A   fp32 (default: 4-bit Gemms compute as ncnn's loop, bit for bit) or int8\n"
+         "                         (their input rounded to 8 bits per block, integer dot products: faster,\n"
+         "                         not ncnn's arithmetic; taken where the CPU has AVX2, AVX-512 VNNI or NEON)\n"
          "  --temperature T        0 (default) = greedy; > 0 samples\n"
          "  --top-k K / --top-p P  sampling filters (0 / 1 = off)\n"
          "  --repetition-penalty R penalise ids already in the prompt or output (1 = off)\n"
@@ -119,6 +122,11 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
       a.gen = static_cast<int>(parse_integer(flag, value(), 1, 1 << 30));
     } else if (flag == "--threads") {
       a.threads = static_cast<int>(parse_integer(flag, value(), 1, 1024));
+    } else if (flag == "--int4-activations") {
+      const std::string& v = value();
+      if (v == "fp32") a.int4_activations_int8 = false;
+      else if (v == "int8") a.int4_activations_int8 = true;
+      else throw Error("--int4-activations must be fp32 or int8, not \"" + v + "\"");
     } else if (flag == "--precision") {
       const std::string& p = value();
       if (p == "fp32") a.precision = Precision::kFp32;

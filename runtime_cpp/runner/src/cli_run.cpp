@@ -63,7 +63,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
     throw Error("the prompt is empty");
   if (args.has_ids && args.ids.empty()) throw Error("--ids is empty");
   huge_pages::set_enabled(args.huge_pages);
-  Runtime runtime(args.model, threads, !args.no_mmap, args.precision);
+  Runtime runtime(args.model, threads, !args.no_mmap, args.precision, args.int4_activations_int8);
   const ModelConfig& cfg = runtime.config();
 #if PVL_HAVE_TOKENIZER
   const Tokenizer tok = Tokenizer::load(cfg.tokenizer_json);
@@ -129,6 +129,12 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
                    static_cast<double>(huge_pages::advised_bytes()) / (1 << 20));
     if (const int packed = packed_gemm_layers())
       std::fprintf(log, "4/6-bit Gemms: %d through gsurg's %s kernel\n", packed, lowbit_kernel_in_use());
+    if (const int w4a8 = w4a8_gemm_layers())
+      std::fprintf(log, "4-bit Gemms: %d through gsurg's w4a8 %s kernel (--int4-activations int8)\n", w4a8,
+                   w4a8::instance_name());
+    else if (args.int4_activations_int8)
+      std::fprintf(log, "4-bit Gemms: none through the w4a8 kernel (%s)\n",
+                   w4a8::accelerated() ? "no 4-bit Gemm it takes" : "no SIMD instance on this CPU");
     if (const int int8 = int8_gemm_layers())
       std::fprintf(log, "8-bit Gemms: %d through gsurg's %s kernel\n", int8, int8k::kernel_name());
     if (!images.empty()) {

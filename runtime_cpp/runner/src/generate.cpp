@@ -18,11 +18,13 @@ double now_seconds() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-Runtime::Runtime(const std::string& model_dir, int threads, bool allow_map, Precision precision)
+Runtime::Runtime(const std::string& model_dir, int threads, bool allow_map, Precision precision,
+                 bool quantize_int4_input)
     : cfg_(ModelConfig::load(model_dir, family_)), threads_(threads) {
   for (auto& entry : cfg_.nets) {
     entry.second.precision = precision;
     entry.second.map_weights = allow_map;
+    entry.second.quantize_int4_input = quantize_int4_input;
   }
   const double t0 = now_seconds();
   embeddings_.reset(new Embeddings(cfg_, threads_, allow_map));

@@ -98,7 +98,8 @@ bool contains(const std::vector<const char*>& names, const std::string& name) {
 }  // namespace
 
 LoadedNet::LoadedNet(const NetFiles& files, int threads)
-    : files_(files), net_(has_block_quantized_gemm(files.param) ? new LowBitNet : new ncnn::Net) {
+    : files_(files), net_(has_block_quantized_gemm(files.param) ? new LowBitNet(files.quantize_int4_input)
+                                                                  : new ncnn::Net) {
   ncnn::Option& opt = net_->opt;
   if (files.precision != Precision::kAuto) {
     const bool fp16 = files.precision == Precision::kFp16;

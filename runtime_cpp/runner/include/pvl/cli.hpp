@@ -28,6 +28,7 @@ struct CliArgs {
   int gen = 256;
   int threads = 0;  // 0: ncnn's count of physical big cores
   Precision precision = Precision::kFp32;
+  bool int4_activations_int8 = false;  // --int4-activations int8 (NetFiles::quantize_int4_input)
   SamplingOptions sampling;
   bool ignore_eos = false;
   std::vector<int> force_ids;  // --force-ids: teacher forcing (GenerateOptions::forced)

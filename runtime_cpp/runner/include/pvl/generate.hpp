@@ -43,9 +43,10 @@ class Runtime {
  public:
   // allow_map false: every net's .bin and the tied embedding rows are read from the files instead of
   // memory maps (NetFiles::map_weights; the fallback used where mapping fails, and a test of it).
-  // precision: how every net runs (NetFiles::precision).
+  // precision: how every net runs (NetFiles::precision); quantize_int4_input: NetFiles::quantize_int4_input
+  // for every net.
   Runtime(const std::string& model_dir, int threads, bool allow_map = true,
-          Precision precision = Precision::kFp32);
+          Precision precision = Precision::kFp32, bool quantize_int4_input = false);
   const ModelConfig& config() const { return cfg_; }
   const Family& family() const { return *family_; }
   double load_seconds() const { return load_seconds_; }

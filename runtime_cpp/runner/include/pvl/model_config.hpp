@@ -33,6 +33,9 @@ struct NetFiles {
   // Set by the run (the runner's --no-mmap clears it): load the .bin through a read-only memory map, so
   // ncnn references the weights in place instead of copying each into a fresh buffer first.
   bool map_weights = true;
+  // Set by the run (the runner's --int4-activations int8): 4-bit Gemms quantize their input to 8 bits per
+  // block and run gsurg's integer kernel (w4a8_kernel.hpp) instead of reproducing ncnn's float loop.
+  bool quantize_int4_input = false;
 };
 
 struct DecoderSettings {
