@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Penguin-VL-2B's LLM half at its real dimensions (random weights) run by ``penguin_vl_run`` on gsurg's
-conversions at fp32, fp16, int8 and int4 storage, and by llama.cpp (``llama-cpp-python``) on GGUF files
+conversions at fp32, fp16, int8 and int4 storage (and the int4 one with ``--int4-activations int8``,
+case ``gsurg-int4a8``: the runner's w4a8 kernel), and by llama.cpp (``llama-cpp-python``) on GGUF files
 of the same weights at F16, Q8_0 and Q4_0, in one script run (``--family qwen3_vl``: Qwen3-VL-2B's LLM half
 through ``qwen3_vl_run`` on ``bench_qwen3_vl_run.py``'s checkpoint and conversions):
 
@@ -20,7 +21,7 @@ are the converter's outputs; Q4_0 is ``llama_model_quantize`` on the F16 file wi
 
     python benchmarks/bench_beside_llamacpp.py [--family penguin_vl|qwen3_vl] [--work DIR] [--runner PATH]
         [--repeat 3] [--cold]
-        [--cases gsurg-fp32,gsurg-fp16,gsurg-int8,gsurg-int4,llama-F16,llama-Q8_0,llama-Q4_0]
+        [--cases gsurg-fp32,gsurg-fp16,gsurg-int8,gsurg-int4,gsurg-int4a8,llama-F16,llama-Q8_0,llama-Q4_0]
 
 ``--work`` is shared with ``bench_penguin_vl_run.py`` (checkpoint ``DIR/penguin-vl-2b-random``,
 conversions ``DIR/out`` and ``DIR/out-{fp16,int8,int4}``, made when missing). Needs ``pip install
@@ -61,7 +62,13 @@ TEXT = (
 )
 STORAGES = ("fp32", "fp16", "int8", "int4")
 GGUF_TYPES = ("F16", "Q8_0", "Q4_0")
-ALL_CASES = tuple(f"gsurg-{s}" for s in STORAGES) + tuple(f"llama-{t}" for t in GGUF_TYPES)
+#: Runs of a conversion with runner flags: the case's storage and the flags.
+VARIANTS = {"int4a8": ("int4", ("--int4-activations", "int8"))}
+ALL_CASES = (
+    tuple(f"gsurg-{s}" for s in STORAGES)
+    + tuple(f"gsurg-{v}" for v in VARIANTS)
+    + tuple(f"llama-{t}" for t in GGUF_TYPES)
+)
 SDIST = "llama_cpp_python"
 
 
@@ -283,6 +290,7 @@ def measure(case: str, target: Path, runner: Path, ids: list[int], gen: int, thr
         prepare_page_cache([p for p in target.iterdir() if p.suffix == ".bin"], cold)
         argv = [str(runner), "--model", str(target), "--ids", ",".join(map(str, ids)), "--gen", str(gen)]
         argv += ["--threads", str(threads), "--ignore-eos", "--print-ids", "--verbose"]
+        argv += VARIANTS.get(case.removeprefix("gsurg-"), ("", ()))[1]
         _, rss, stdout, stderr = run_child(argv)
         stages = {m.group(1): float(m.group(2)) for m in _STAGE.finditer(stderr)}
         tokens = json.loads(stdout.strip().splitlines()[-1])["tokens"]
@@ -343,9 +351,14 @@ def report(runs: dict[str, list[Run]], args: argparse.Namespace) -> None:
             f"{case}: rounds (load s / prefill tok/s / decode tok/s) {singles}; tokens repeat across rounds: "
             f"{same}; {agree}/{len(base.tokens)} equal {base.case}'s at the same position"
         )
-    if "gsurg-int8" in meds and "llama-Q8_0" in meds:
-        g, q = meds["gsurg-int8"], meds["llama-Q8_0"]
-        print(f"gsurg int8 decode / llama.cpp Q8_0 decode = {g.decode_rate() / q.decode_rate():.2f}")
+    for ours, theirs in (
+        ("gsurg-int8", "llama-Q8_0"),
+        ("gsurg-int4", "llama-Q4_0"),
+        ("gsurg-int4a8", "llama-Q4_0"),
+    ):
+        if ours in meds and theirs in meds:
+            g, q = meds[ours], meds[theirs]
+            print(f"{ours} decode / {theirs} decode = {g.decode_rate() / q.decode_rate():.2f}")
 
 
 def main() -> int:
@@ -377,6 +390,7 @@ def main() -> int:
     targets: dict[str, Path] = {}
     for case in cases:
         kind = case.split("-", 1)[1]
+        kind = VARIANTS.get(kind, (kind, ()))[0]
         if case.startswith("gsurg-"):
             folder = args.work / ("out" if kind == "fp32" else f"out-{kind}")
             targets[case] = side.ensure_model(ckpt, folder, kind)

@@ -108,9 +108,9 @@ INT8_ON_ARM_BOUNDS = {"penguin_vl": 0.85, "qwen3_vl": 0.90}
 #: greedy tokens, pooled over both prompts. Every instance of the kernel gives the same bits (its contract);
 #: the rest of the net is each build's ncnn. Measured 2026-12-05: Linux x86 (AVX-512 VNNI) Penguin-VL 41/64
 #: = 64.1 % (text-only 27/32, the image prompt 14/32), Qwen3-VL 51/64 = 79.7 % (25/32, 26/32); mingw under
-#: wine 65.6 % / 81.2 %. The tiny random LLM halves amplify the input's rounding as they do ncnn's own 8-bit
-#: path, whose int8 conversion agrees with fp32 at 50.4 % / 62.9 % on them (README); less a margin:
-#: regression bounds.
+#: wine and aarch64 under qemu (the NEON instance) 65.6 % / 81.2 %. The tiny random LLM halves amplify the
+#: input's rounding as they do ncnn's own 8-bit path, whose int8 conversion agrees with fp32 at 50.4 % /
+#: 62.9 % on them (README); less a margin: regression bounds.
 W4A8_BOUNDS = {"penguin_vl": 0.55, "qwen3_vl": 0.70}
 
 
