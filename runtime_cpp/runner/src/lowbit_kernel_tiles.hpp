@@ -26,17 +26,7 @@ namespace {
 
 // The value ncnn's loop starts an output's sum with.
 inline float bias_at(const Bias& bias, int N, int i, int j) {
-  if (!bias.c) return 0.f;
-  float c = 0.f;
-  switch (bias.broadcast) {
-    case 0: c = bias.c[0]; break;
-    case 1:
-    case 2: c = bias.c[i]; break;
-    case 3: c = bias.c[static_cast<size_t>(i) * N + j]; break;
-    case 4: c = bias.c[j]; break;
-    default: break;
-  }
-  return c * bias.beta;
+  return bias.c ? broadcast_c(bias, N, i, j) * bias.beta : 0.f;
 }
 
 // One k of R rows, associated as ncnn's build associates it. The source says sum += v * (q * descale); ncnn is

@@ -260,18 +260,7 @@ void finish(const lowbit::Bias& bias, float alpha, int M, int N, float* out, siz
   for (int i = 0; i < M; ++i) {
     float* o = out + static_cast<size_t>(i) * out_stride;
     for (int j = 0; j < N; ++j) {
-      if (bias.c != nullptr) {
-        float c = 0.f;
-        switch (bias.broadcast) {
-          case 0: c = bias.c[0]; break;
-          case 1:
-          case 2: c = bias.c[i]; break;
-          case 3: c = bias.c[static_cast<size_t>(i) * N + j]; break;
-          case 4: c = bias.c[j]; break;
-          default: break;
-        }
-        o[j] = o[j] + bias.beta * c;
-      }
+      if (bias.c != nullptr) o[j] = o[j] + bias.beta * lowbit::broadcast_c(bias, N, i, j);
       if (alpha != 1.f) o[j] = o[j] * alpha;
     }
   }

@@ -67,6 +67,21 @@ struct Bias {
   float beta = 1.f;
 };
 
+// The C value output (i, j) of a product with N columns adds (times beta) under the bias's broadcast, as
+// ncnn's Gemm reads C: 0 one scalar, 1 and 2 one value per row, 3 a whole M×N matrix, 4 one per column;
+// 0 without C or with another broadcast.
+inline float broadcast_c(const Bias& bias, int N, int i, int j) {
+  if (bias.c == nullptr) return 0.f;
+  switch (bias.broadcast) {
+    case 0: return bias.c[0];
+    case 1:
+    case 2: return bias.c[i];
+    case 3: return bias.c[static_cast<size_t>(i) * N + j];
+    case 4: return bias.c[j];
+    default: return 0.f;
+  }
+}
+
 // How `sum + x * y` is rounded: twice (a multiply, then an add) or once (a fused multiply-add).
 enum class Rounding { kSeparate, kFused };
 
