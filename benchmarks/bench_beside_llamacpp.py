@@ -24,8 +24,9 @@ are the converter's outputs; Q4_0 is ``llama_model_quantize`` on the F16 file wi
         [--cases gsurg-fp32,gsurg-fp16,gsurg-int8,gsurg-int4,gsurg-int4a8,llama-F16,llama-Q8_0,llama-Q4_0]
 
 ``--work`` is shared with ``bench_penguin_vl_run.py`` (checkpoint ``DIR/penguin-vl-2b-random``,
-conversions ``DIR/out`` and ``DIR/out-{fp16,int8,int4}``, made when missing). Needs ``pip install
-llama-cpp-python gguf`` (llama.cpp built from source by pip: ~15 min on 2 cores), ~40 GB of disk.
+conversions ``DIR/out`` and ``DIR/out-{fp16,int8,int4}``, made when missing). Needs ``pip install -e
+'.[bench]'`` (llama-cpp-python, gguf, sentencepiece, which llama.cpp's converter imports; pip builds llama.cpp
+from source: ~15 min on 2 cores), ~40 GB of disk.
 """
 
 from __future__ import annotations
