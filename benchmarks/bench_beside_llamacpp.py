@@ -65,12 +65,18 @@ STORAGES = ("fp32", "fp16", "int8", "int4")
 GGUF_TYPES = ("F16", "Q8_0", "Q4_0")
 #: Runs of a conversion with runner flags: the case's storage and the flags.
 VARIANTS = {"int4a8": ("int4", ("--int4-activations", "int8"))}
+
 ALL_CASES = (
     tuple(f"gsurg-{s}" for s in STORAGES)
     + tuple(f"gsurg-{v}" for v in VARIANTS)
     + tuple(f"llama-{t}" for t in GGUF_TYPES)
 )
 SDIST = "llama_cpp_python"
+
+
+def gsurg_case(kind: str) -> tuple[str, tuple[str, ...]]:
+    """The storage a ``gsurg-KIND`` case runs and the runner flags it adds."""
+    return VARIANTS.get(kind, (kind, ()))
 
 
 @dataclass
@@ -291,7 +297,7 @@ def measure(case: str, target: Path, runner: Path, ids: list[int], gen: int, thr
         prepare_page_cache([p for p in target.iterdir() if p.suffix == ".bin"], cold)
         argv = [str(runner), "--model", str(target), "--ids", ",".join(map(str, ids)), "--gen", str(gen)]
         argv += ["--threads", str(threads), "--ignore-eos", "--print-ids", "--verbose"]
-        argv += VARIANTS.get(case.removeprefix("gsurg-"), ("", ()))[1]
+        argv += gsurg_case(case.removeprefix("gsurg-"))[1]
         _, rss, stdout, stderr = run_child(argv)
         stages = {m.group(1): float(m.group(2)) for m in _STAGE.finditer(stderr)}
         tokens = json.loads(stdout.strip().splitlines()[-1])["tokens"]
@@ -391,8 +397,8 @@ def main() -> int:
     targets: dict[str, Path] = {}
     for case in cases:
         kind = case.split("-", 1)[1]
-        kind = VARIANTS.get(kind, (kind, ()))[0]
         if case.startswith("gsurg-"):
+            kind = gsurg_case(kind)[0]
             folder = args.work / ("out" if kind == "fp32" else f"out-{kind}")
             targets[case] = side.ensure_model(ckpt, folder, kind)
         else:
