@@ -49,6 +49,14 @@ target_link_libraries(pvl_huge_pages_check PRIVATE pvl_runner)
 add_test(NAME runner_huge_pages COMMAND pvl_huge_pages_check)
 set_tests_properties(runner_huge_pages PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
 
+# The runner's widening of bf16 / fp16 Gemm weights on a mapped load (tests/weight_widening_check.cpp): its
+# conversions against ncnn's on every 16-bit value, and a small net of Gemms loaded with it, with ncnn's own
+# widening and from an fp32 .bin: the same output bit for bit.
+add_executable(pvl_weight_widening_check tests/weight_widening_check.cpp)
+target_link_libraries(pvl_weight_widening_check PRIVATE pvl_runner)
+add_test(NAME runner_weight_widening COMMAND pvl_weight_widening_check ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(runner_weight_widening PROPERTIES TIMEOUT 120)
+
 if(NOT PVL_PYTHON)
   message(WARNING "runner: no Python found (set PVL_PYTHON): the runner parity tests are not registered")
   return()
@@ -123,10 +131,11 @@ foreach(mode greedy bad-input)
 endforeach()
 
 # The block-quantized and fp16 paths of both programs against the ncnn wheel running the same converted nets
-# in Python (runtime_cpp/tests/check_precision.py): the tiny checkpoints converted once more at storage int8
-# and int4 (fixtures runner_quantized_models, qwen3_vl_quantized_models; beside the fp32 conversions, so
+# in Python (runtime_cpp/tests/check_precision.py): the tiny checkpoints converted once more at storage int8,
+# int4 and bf16 (fixtures runner_quantized_models, qwen3_vl_quantized_models; beside the fp32 conversions, so
 # a build tree that shares those shares these), then greedy tokens equal the chain's at --precision fp32 on
-# them and at fp16 / auto on the fp32 conversion, and a corrupted block_quant or --precision fp8 exits 2.
+# them (bf16: widened by the runner, and by ncnn with --no-mmap) and at fp16 / auto on the fp32 conversion,
+# and a corrupted block_quant or --precision fp8 exits 2.
 set(_prec_check ${CMAKE_CURRENT_SOURCE_DIR}/../tests/check_precision.py)
 foreach(family penguin_vl qwen3_vl)
   if(family STREQUAL "penguin_vl")
@@ -138,7 +147,7 @@ foreach(family penguin_vl qwen3_vl)
     set(_fp32 ${PVL_QWEN3_VL_MODEL_DIR})
     set(_program qwen3_vl_run)
   endif()
-  set(_quantized --quantized int8=${_fp32}_int8 --quantized int4=${_fp32}_int4)
+  set(_quantized --quantized int8=${_fp32}_int8 --quantized int4=${_fp32}_int4 --quantized bf16=${_fp32}_bf16)
   add_test(NAME ${_prefix}_convert_quantized
     COMMAND ${PVL_PYTHON} ${_prec_check} convert --family ${family} ${_quantized})
   set_tests_properties(${_prefix}_convert_quantized PROPERTIES

@@ -15,6 +15,7 @@
 #include "pvl/lowbit_gemm.hpp"
 #include "pvl/optional_parts.hpp"
 #include "pvl/pixel_file.hpp"
+#include "pvl/weight_widening.hpp"
 
 #if PVL_HAVE_TOKENIZER
 #include "pvl/tokenizer.hpp"
@@ -137,6 +138,8 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
                    w4a8::accelerated() ? "no 4-bit Gemm it takes" : "no SIMD instance on this CPU");
     if (const int int8 = int8_gemm_layers())
       std::fprintf(log, "8-bit Gemms: %d through gsurg's %s kernel\n", int8, int8k::kernel_name());
+    if (const int widened = widened_weights())
+      std::fprintf(log, "2-byte Gemm weights: %d widened to fp32 by the runner\n", widened);
     if (!images.empty()) {
       const int count = static_cast<int>(images.size());
       std::fprintf(log, "preprocess: %.3f s (%d images)\n", preprocess_seconds, count);

@@ -68,6 +68,7 @@ int LowBitGemm::load_param(const ncnn::ParamDict& pd) {
   const int ret = b.load_param(pd);
   take_flags(b);
   if (ret != 0) return ret;
+  widen_b_ = pd.get(4, 0) == 0 && pd.get(5, 0) == 1;
 
   const int quantize_term = pd.get(18, 0);
   const int bits = quantize_term / 100;
@@ -117,7 +118,12 @@ int LowBitGemm::load_param(const ncnn::ParamDict& pd) {
 }
 
 int LowBitGemm::load_model(const ncnn::ModelBin& mb) {
-  if (builtin_) return builtin_->load_model(mb);
+  if (builtin_) {
+    if (widener_ && widen_b_) widener_->arm();
+    const int ret = builtin_->load_model(mb);
+    if (widener_) widener_->disarm();
+    return ret;
+  }
   // ncnn's Gemm::load_model order for these weights: the codes (rows of K*bits/8 bytes, read as type
   // `bits`: raw bytes, 4-aligned), C when constant and its broadcast type is not -1, the scales per block,
   // the input scales.
@@ -245,7 +251,8 @@ ncnn::Layer* LowBitNet::create_overwrite_builtin_layer(int typeindex) {
   if (typeindex != ncnn::LayerType::Gemm) return ncnn::Net::create_overwrite_builtin_layer(typeindex);
   const bool exact_fp32 = !opt.use_packing_layout && !opt.use_fp16_storage && !opt.use_fp16_arithmetic &&
                           !opt.use_bf16_storage;
-  ncnn::Layer* layer = new LowBitGemm(proven_best_kernel(), exact_fp32, opt.num_threads, quantize_int4_input_);
+  LowBitGemm* layer = new LowBitGemm(proven_best_kernel(), exact_fp32, opt.num_threads, quantize_int4_input_);
+  if (exact_fp32 && opt.lightmode) layer->widen_with(widener_);
   layer->typeindex = typeindex;
   return layer;
 }

@@ -11,6 +11,7 @@
 #include "pvl/error.hpp"
 #include "pvl/files.hpp"
 #include "pvl/lowbit_gemm.hpp"
+#include "pvl/weight_widening.hpp"
 
 namespace pvl {
 
@@ -37,16 +38,38 @@ class CountingReader : public ncnn::DataReaderFromStdio {
 // those pages are dropped (a layer that keeps referencing the mapping faults its pages back when it runs).
 // Dropping everything behind the current read instead would drop a weight whose layer has not been set up
 // yet (its scales or bias come after it), and the repack would fault it back in for the rest of the load.
+// With a WeightWidener, a bf16 or fp16 weight the widener takes (an armed Gemm's B) is handed to ncnn as
+// fp32: its tag read as 0, its payload widened into the widener's arena (weight_widening.hpp); the offset
+// moves by the bytes stored, so consumed() still counts the file's bytes.
 class MappedReader : public ncnn::DataReader {
  public:
-  explicit MappedReader(const MappedFile& file) : file_(file) {}
+  MappedReader(const MappedFile& file, WeightWidener* widener) : file_(file), widener_(widener) {}
   size_t read(void* buf, size_t size) const override {
+    if (widener_ && widener_->pending()) {  // the payload did not fit the file (reference() said so)
+      widener_->drop_pending();
+      return 0;
+    }
     size = std::min<uint64_t>(size, file_.size() - offset_);
     std::memcpy(buf, file_.data() + offset_, size);
+    if (widener_ && size == 4) {  // an armed widener's next 4-byte read is the armed Gemm's B tag
+      uint32_t tag;
+      std::memcpy(&tag, buf, 4);
+      if (widener_->take_tag(tag)) std::memset(buf, 0, 4);  // fp32 follows, as far as ncnn can tell
+    }
     advance(size);
     return size;
   }
   size_t reference(size_t size, const void** buf) const override {
+    if (widener_ && widener_->pending()) {
+      const size_t count = size / sizeof(float);
+      const uint64_t stored = WeightWidener::stored_bytes(count);
+      if (size % sizeof(float) != 0 || stored > file_.size() - offset_) return 0;  // read() then fails
+      const float* wide = widener_->widen(file_.data() + offset_, count);
+      if (!wide) return 0;
+      *buf = wide;
+      advance(stored);
+      return size;
+    }
     if (size > file_.size() - offset_) return 0;  // ncnn falls back to read(), which comes up short
     *buf = file_.data() + offset_;
     advance(size);
@@ -56,7 +79,7 @@ class MappedReader : public ncnn::DataReader {
 
  private:
   static constexpr uint64_t kLargeRead = uint64_t(256) << 10;
-  void advance(size_t size) const {
+  void advance(uint64_t size) const {
     if (size >= kLargeRead) {
       if (previous_large_ > released_) file_.release(released_, previous_large_ - released_);
       released_ = std::max(released_, previous_large_);
@@ -65,6 +88,7 @@ class MappedReader : public ncnn::DataReader {
     offset_ += size;
   }
   const MappedFile& file_;
+  WeightWidener* widener_;
   mutable uint64_t offset_ = 0;
   mutable uint64_t released_ = 0;
   mutable uint64_t previous_large_ = 0;
@@ -98,8 +122,13 @@ bool contains(const std::vector<const char*>& names, const std::string& name) {
 }  // namespace
 
 LoadedNet::LoadedNet(const NetFiles& files, int threads)
-    : files_(files), net_(has_block_quantized_gemm(files.param) ? new LowBitNet(files.quantize_int4_input)
-                                                                  : new ncnn::Net) {
+    : files_(files),
+      widener_(files.map_weights && files.precision == Precision::kFp32 && builtin_gemm_drops_constant_b()
+                   ? new WeightWidener(threads)
+                   : nullptr),
+      net_(has_block_quantized_gemm(files.param) || widener_
+               ? new LowBitNet(files.quantize_int4_input, widener_.get())
+               : new ncnn::Net) {
   ncnn::Option& opt = net_->opt;
   if (files.precision != Precision::kAuto) {
     const bool fp16 = files.precision == Precision::kFp16;
@@ -153,8 +182,9 @@ void check_consumed(const NetFiles& files, uint64_t consumed, uint64_t size) {
 }  // namespace
 
 void LoadedNet::load_weights_mapped(const MappedFile& bin) {
-  MappedReader reader(bin);
+  MappedReader reader(bin, widener_.get());
   const int ret = net_->load_model(reader);
+  if (widener_) widener_->release();
   bin.release(0, bin.size());  // the last layer's pages too: whatever runs faults back what it keeps
   if (ret != 0) throw_bad_bin(files_);
   check_consumed(files_, reader.consumed(), bin.size());

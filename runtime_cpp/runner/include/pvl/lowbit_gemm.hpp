@@ -21,6 +21,10 @@
 //     instance of it runs on this CPU (w4a8::accelerated()): not ncnn's arithmetic, the input rounded to
 //     8 bits per block, with C and alpha applied after the product. 6-bit Gemms and every other case stay
 //     as above.
+//   - With a WeightWidener (LowBitNet's, given where the runner maps an exact-fp32 net's .bin), a Gemm the
+//     builtin layer runs, with B constant and A not, arms it just before the builtin's load_model, so a B
+//     stored bf16 or fp16 is widened by the runner (weight_widening.hpp); only in a net with exact fp32
+//     options in lightmode, the options builtin_gemm_drops_constant_b() proved.
 //   - packed_gemm_layers(), w4a8_gemm_layers() and int8_gemm_layers() count the 4/6-bit, the 4-bit w4a8
 //     and the 8-bit layers taken over in this process, so --verbose can say the kernels ran.
 //   - has_block_quantized_gemm(param path) says whether a .param has a 4-, 6- or 8-bit block-quantized
@@ -36,6 +40,7 @@
 #include "pvl/int8_kernel.hpp"
 #include "pvl/lowbit_kernel.hpp"
 #include "pvl/w4a8_kernel.hpp"
+#include "pvl/weight_widening.hpp"
 
 namespace pvl {
 
@@ -46,6 +51,8 @@ class LowBitGemm : public ncnn::Layer {
   // through the w4a8 kernel where it can take them.
   explicit LowBitGemm(lowbit::Kernel kernel = lowbit::Kernel::kBest, bool exact_fp32 = true, int threads = 1,
                       bool quantize_int4_input = false);
+  // The widener to arm for B (see the contract above); null: none. Not owned.
+  void widen_with(WeightWidener* widener) { widener_ = widener; }
   ~LowBitGemm() override;
   LowBitGemm(const LowBitGemm&) = delete;
   LowBitGemm& operator=(const LowBitGemm&) = delete;
@@ -74,6 +81,8 @@ class LowBitGemm : public ncnn::Layer {
   lowbit::Rounding rounding_ = lowbit::Rounding::kSeparate;
   int8k::Descale descale_ = int8k::Descale::kReciprocal;
   ncnn::Layer* builtin_;  // owned; null once a kernel takes the layer over
+  WeightWidener* widener_ = nullptr;
+  bool widen_b_ = false;  // B constant, A not: B is the first weight the builtin reads
   // The taken-over layer's params (ncnn's Gemm param ids in brackets) and weights.
   float alpha_ = 1.f, beta_ = 1.f;  // [0] [1]
   int constant_m_ = 0, n_ = 0, k_ = 0;  // [7] [8] [9]
@@ -90,7 +99,9 @@ class LowBitGemm : public ncnn::Layer {
 class LowBitNet : public ncnn::Net {
  public:
   // quantize_int4_input: every LowBitGemm it makes is built with it (the runner's --int4-activations int8).
-  explicit LowBitNet(bool quantize_int4_input = false) : quantize_int4_input_(quantize_int4_input) {}
+  // widener: armed by the Gemms it makes where the net's options are exact fp32 in lightmode (not owned).
+  explicit LowBitNet(bool quantize_int4_input = false, WeightWidener* widener = nullptr)
+      : quantize_int4_input_(quantize_int4_input), widener_(widener) {}
 
  protected:
   ncnn::Layer* create_overwrite_builtin_layer(int typeindex) override;
@@ -100,6 +111,7 @@ class LowBitNet : public ncnn::Net {
 
  private:
   bool quantize_int4_input_;
+  WeightWidener* widener_;
 };
 
 bool has_block_quantized_gemm(const std::string& param_path);

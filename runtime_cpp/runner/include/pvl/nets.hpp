@@ -6,7 +6,9 @@
 // for the checks of net_checks.hpp. The .bin is memory-mapped where the platform allows (NetFiles::
 // map_weights): ncnn then references each weight in the mapping rather than allocating and filling a copy,
 // the layers that repack (Gemm) read straight from the page cache, and the pages a finished layer no longer
-// needs leave the resident set as loading moves on. Helpers turn row-major float buffers into 2-D Mats
+// needs leave the resident set as loading moves on; with exact fp32 options, a Gemm weight stored bf16 or
+// fp16 is widened by the runner on the run's threads into one reused buffer (weight_widening.hpp) rather
+// than by ncnn into a fresh one per weight. Helpers turn row-major float buffers into 2-D Mats
 // and back, and run a one-input one-output net; every ncnn failure is a pvl::Error naming net and blob.
 #pragma once
 
@@ -19,6 +21,7 @@
 #include "pvl/mapped_file.hpp"
 #include "pvl/model_config.hpp"
 #include "pvl/param_graph.hpp"
+#include "pvl/weight_widening.hpp"
 
 namespace pvl {
 
@@ -46,6 +49,9 @@ class LoadedNet {
   // The mapped .bin when files.map_weights: ncnn's Mats may point into it, so it outlives net_ (members
   // are destroyed in reverse order).
   std::unique_ptr<MappedFile> bin_map_;
+  // Widens the bf16 / fp16 B of the net's Gemms while a mapped exact-fp32 load runs (weight_widening.hpp);
+  // null otherwise. Declared before net_: its Gemm layers hold the pointer.
+  std::unique_ptr<WeightWidener> widener_;
   std::unique_ptr<ncnn::Net> net_;
   ParamGraph graph_;
 };
