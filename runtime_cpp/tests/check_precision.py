@@ -22,8 +22,12 @@ greedy tokens, pooled over both prompts, once mapped and once with ``--no-mmap``
 tiny Penguin-VL's first greedy token already depends on those last bits.
 
     check_precision.py convert --family penguin_vl|qwen3_vl --quantized int8=DIR [--quantized int4=DIR]
+                       [--quantized bf16=DIR]
     check_precision.py check --family penguin_vl|qwen3_vl --runner EXE --model DIR
-                       --quantized int8=DIR [--quantized int4=DIR] [--wrapper CMD]
+                       --quantized int8=DIR [--quantized int4=DIR] [--quantized bf16=DIR] [--wrapper CMD]
+
+(``bf16`` is not quantized: the weights stored in half the bytes, exactly for a bf16 checkpoint; it rides
+along here because it is checked the same way.)
 
 ``convert`` converts the family's embedded tiny checkpoint with the repository's gsurg (``apply
 rules/<family>.yaml --set storage=STORAGE``) into each DIR, reusing a DIR whose ``model.json`` is newer than
@@ -39,7 +43,9 @@ and the chain with one thread, free-running greedy past any EOS (as ``--ignore-e
   chain takes the tied embedding rows from lm_head's block-quantized codes as the runner does
   (``graphsurgeon/verify/embedding_matrix.py``), and ``--verbose`` must say the runner's rows come from
   the matrix's .bin, not from the embed net, and that the int4 conversion's Gemms (only its) ran through
-  the runner's 4/6-bit kernel;
+  the runner's 4/6-bit kernel; the bf16 conversion's image prompt once more with ``--no-mmap``, and
+  ``--verbose`` must say the runner widened the 2-byte Gemm weights when mapped (weight_widening.hpp) and
+  not with ``--no-mmap`` (ncnn widens them then), the tokens exact either way;
 * the fp32 conversion at ``--precision fp32`` with ``--force-ids`` (the chain's own tokens rotated by one,
   another stream than its greedy one): the runner's picks equal the chain's teacher-forced argmaxes;
 * the fp32 conversion at ``--precision fp16`` and ``auto``: the same two prompts, the chain at the same
@@ -87,7 +93,7 @@ from graphsurgeon.verify.criteria import criteria_for
 from graphsurgeon.verify.ncnn_fp32 import Precision
 
 NEW_TOKENS = 32
-STORAGES = ("int8", "int4")
+STORAGES = ("int8", "int4", "bf16")
 #: What a quantized conversion reads besides the family's own inputs: the block quantizer.
 QUANTIZER_INPUTS = ("graphsurgeon/quant",)
 #: The tiny VLMs' teacher-forced agreement at ARM's real fp16 arithmetic, as measured under qemu-aarch64
@@ -290,10 +296,12 @@ def convert(family: str, quantized: dict[str, Path]) -> None:
         gsurg_apply(rules, out, conversion_inputs(family), ["-q", "--set", f"storage={storage}"])
         doc = _model_doc(out, family)
         entry = doc["embedding_matrix"]
-        if entry.get("storage") != storage or "block_quant" not in entry:
+        quantized_storage = storage != "bf16"
+        if entry.get("storage") != storage or ("block_quant" in entry) != quantized_storage:
             raise CheckFailed(
                 f"{out}: model.json embedding_matrix has storage {entry.get('storage')!r} and "
-                f"{'a' if 'block_quant' in entry else 'no'} block_quant, not {storage!r} with block_quant"
+                f"{'a' if 'block_quant' in entry else 'no'} block_quant, not {storage!r} with"
+                f"{'' if quantized_storage else 'out'} block_quant"
             )
 
 
@@ -363,10 +371,12 @@ def compare_case(
     rows_from: str | None = None,
     prefix: int = 0,
     kernel: bool | None = None,
+    widened: bool | None = None,
 ) -> Generation:
     """One case on both sides; ``rows_from``: the .bin the runner's --verbose must read its embedding rows
     from; ``prefix`` > 0: only the first ``prefix`` tokens must be equal (a note says where the rest part);
-    ``kernel``: whether --verbose must say 4/6-bit Gemms ran through gsurg's kernel (None: not checked)."""
+    ``kernel``: whether --verbose must say 4/6-bit Gemms ran through gsurg's kernel, ``widened``: whether it
+    must say the runner widened 2-byte Gemm weights (None: not checked)."""
     want = side.greedy(chain, case, NEW_TOKENS)
     if want.error:
         raise CheckFailed(f"the chain failed: {want.error}")
@@ -382,6 +392,9 @@ def compare_case(
     if kernel is not None and ("4/6-bit Gemms:" in log) != kernel:
         said = "says" if not kernel else "does not say"
         raise CheckFailed(f"--verbose {said} 4/6-bit Gemms ran through gsurg's kernel: {log.strip()!r}")
+    if widened is not None and ("widened to fp32 by the runner" in log) != widened:
+        said = "says" if not widened else "does not say"
+        raise CheckFailed(f"--verbose {said} the runner widened 2-byte Gemm weights: {log.strip()!r}")
     if prefix > 0 and got[:prefix] == want.tokens[:prefix]:
         if got != want.tokens:
             first = next(i for i, (a, b) in enumerate(zip(got, want.tokens, strict=False)) if a != b)
@@ -447,11 +460,20 @@ def check(
         with opened(side, model, "fp32") as chain:
             prefix = cross_prefix if storage == "int8" else 0
             kernel = storage == "int4"  # its Gemms run gsurg's 4/6-bit kernel, bit-identical to ncnn's loop
+            widened = True if storage == "bf16" else None  # mapped: the runner widens B, not ncnn
             chain_tokens = []
             for case in cases:
                 label = f"{storage} at fp32, {case.label}"
                 got = attempt(
-                    label, chain, model, case, "fp32", rows_from=rows_from, prefix=prefix, kernel=kernel
+                    label,
+                    chain,
+                    model,
+                    case,
+                    "fp32",
+                    rows_from=rows_from,
+                    prefix=prefix,
+                    kernel=kernel,
+                    widened=widened,
                 )
                 chain_tokens.append(got)
             if storage == "int4":
@@ -475,10 +497,13 @@ def check(
                 except CheckFailed as err:
                     print(f"FAIL {label}: {err}", flush=True)
                     failures.append(label)
-            if storage == "int8":
-                label = f"{storage} at fp32, {cases[0].label}, --no-mmap"
+            if storage in ("int8", "bf16"):  # bf16: ncnn widens the weights itself, the vision nets' too
+                case = cases[-1] if storage == "bf16" else cases[0]
+                label = f"{storage} at fp32, {case.label}, --no-mmap"
                 kwargs = {"extra": ["--no-mmap"], "rows_from": rows_from, "prefix": prefix, "kernel": False}
-                attempt(label, chain, model, cases[0], "fp32", **kwargs)
+                if storage == "bf16":
+                    kwargs["widened"] = False
+                attempt(label, chain, model, case, "fp32", **kwargs)
     # the fp32 conversion at exact options, teacher-forced on another token stream: picks equal the chain's
     with opened(side, runner.model, "fp32") as chain:
         exact = [side.greedy(chain, case, NEW_TOKENS) for case in cases]
