@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -36,6 +37,25 @@ def storage_name(dtype: str) -> str:
 
 def is_checkpoint(path: str) -> bool:
     return path.endswith(CHECKPOINT_SUFFIXES)
+
+
+def checkpoint_path(path: str) -> str:
+    """The checkpoint at ``path``: a ``.safetensors`` file or ``*.safetensors.index.json``, or a folder
+    holding exactly one index (a sharded checkpoint) or else exactly one ``.safetensors``. CheckpointError,
+    naming ``path``, otherwise."""
+    p = Path(path)
+    if p.is_file() and p.name.endswith(CHECKPOINT_SUFFIXES):
+        return str(p)
+    if not p.is_dir():
+        raise CheckpointError(f"{path}: not a safetensors checkpoint file or a folder holding one")
+    for pattern in ("*.safetensors.index.json", "*.safetensors"):
+        found = sorted(p.glob(pattern))
+        if len(found) == 1:
+            return str(found[0])
+        if len(found) > 1:
+            names = ", ".join(f.name for f in found)
+            raise CheckpointError(f"{path}: several checkpoints ({names}); name the file")
+    raise CheckpointError(f"{path}: the folder holds no .safetensors checkpoint")
 
 
 def _read_index(path: str) -> dict[str, str]:

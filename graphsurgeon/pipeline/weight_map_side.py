@@ -16,13 +16,12 @@ shifted, truncated, corrupted or invented. It does not prove which op uses a wei
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import yaml
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.model_bin import WeightRecord
-from graphsurgeon.formats.safetensors import CHECKPOINT_SUFFIXES
+from graphsurgeon.formats.safetensors import CheckpointError, checkpoint_path
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.ir.weights import Storage
 from graphsurgeon.pipeline.checkpoint_pool import CheckpointPool
@@ -77,21 +76,11 @@ class WeightMap:
 
 
 def find_checkpoint(path: str) -> str:
-    """The checkpoint file a ``weight_map`` names: a ``.safetensors`` file or ``*.safetensors.index.json``,
-    or a folder holding exactly one index (a sharded checkpoint) or else exactly one ``.safetensors``."""
-    p = Path(path)
-    if p.is_file() and p.name.endswith(CHECKPOINT_SUFFIXES):
-        return str(p)
-    if not p.is_dir():
-        raise WeightMapError(f"weight_map {path}: not a safetensors checkpoint file or a folder holding one")
-    for pattern in ("*.safetensors.index.json", "*.safetensors"):
-        found = sorted(p.glob(pattern))
-        if len(found) == 1:
-            return str(found[0])
-        if len(found) > 1:
-            names = ", ".join(f.name for f in found)
-            raise WeightMapError(f"weight_map {path}: several checkpoints ({names}); name the file")
-    raise WeightMapError(f"weight_map {path}: the folder holds no .safetensors checkpoint")
+    """The checkpoint file a ``weight_map`` names (``formats.safetensors.checkpoint_path``)."""
+    try:
+        return checkpoint_path(path)
+    except CheckpointError as err:
+        raise WeightMapError(f"weight_map {err}") from None
 
 
 def build_maps(
