@@ -122,7 +122,9 @@ def register(sub: Any) -> None:
         "PyTorch reference, and print each stage's cosine, max |diff| and NaN count, and tokens side by "
         "side (the ncnn argmax at each step, fed the reference's tokens) with their agreement and KL "
         "divergence. Exit 1 below the criteria of the precision and the conversion's weight storage: for "
-        "exact fp32, a stage below cosine 0.99999, NaN/Inf, or tokens that differ.",
+        "exact fp32, a stage below cosine 0.99999, NaN/Inf, or tokens that differ. A conversion whose "
+        "fp16/bf16 weights the weight maps show to be the checkpoint's own values (a bf16 checkpoint "
+        "stored bf16) is held to the exact criteria at fp32 too.",
     )
     verify.add_argument("folder", help="the output folder of gsurg apply")
     verify.add_argument("--checkpoint", help="the reference checkpoint (default: the one converted)")

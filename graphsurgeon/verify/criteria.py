@@ -22,12 +22,16 @@ enforces them (the LLM must pass them; the tiny VLMs, far more sensitive, their 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from graphsurgeon.verify.report import MIN_COSINE
+
+if TYPE_CHECKING:
+    from graphsurgeon.verify.lossless_storage import Lossless
 
 
 @dataclass(frozen=True)
@@ -39,17 +43,20 @@ class Criteria:
     min_cosine: float
     min_agreement: float
     max_mean_kl: float
+    basis: str = ""  # why these criteria, when the storage alone does not say (lossless_storage's reason)
 
     @property
     def exact(self) -> bool:
         return self.min_agreement >= 1.0 and self.max_mean_kl == math.inf
 
     def describe(self) -> str:
+        basis = f"; {self.basis}" if self.basis else ""
         if self.exact:
-            return f"{self.precision} x {self.storage}: exact (cosine >= {self.min_cosine}, equal tokens)"
+            head = f"{self.precision} x {self.storage}: exact"
+            return f"{head} (cosine >= {self.min_cosine}, equal tokens{basis})"
         return (
             f"{self.precision} x {self.storage}: mean stage cosine >= {self.min_cosine}, teacher-forced "
-            f"agreement >= {self.min_agreement:.0%}, mean KL <= {self.max_mean_kl} (over all cases)"
+            f"agreement >= {self.min_agreement:.0%}, mean KL <= {self.max_mean_kl} (over all cases{basis})"
         )
 
 
@@ -70,14 +77,22 @@ _APPROXIMATE = {
 }
 
 
-def criteria_for(precision: str, storage: str) -> Criteria:
-    """The thresholds a conversion stored as ``storage`` must reach when run at ``precision``."""
+def criteria_for(precision: str, storage: str, lossless: Lossless | None = None) -> Criteria:
+    """The thresholds a conversion stored as ``storage`` must reach when run at ``precision``. fp16/bf16
+    weights that ``lossless`` shows are the checkpoint's own values run at fp32 exactly as fp32 weights
+    would, so they are held to the exact criteria; its reason is stated either way."""
     if precision == "fp32" and storage == "fp32":
         return EXACT
+    basis = ""
+    if lossless is not None and storage in ("fp16", "bf16"):
+        if lossless.holds and precision == "fp32":
+            return replace(EXACT, storage=storage, basis=f"lossless: {lossless.reason}")
+        if not lossless.holds:
+            basis = f"rounded: {lossless.reason}"
     if storage not in _APPROXIMATE:
         raise ValueError(f"no verify criteria for weight storage {storage!r}")
     cos, agree, kl = _APPROXIMATE[storage]
-    return Criteria(precision, storage, cos, agree, kl)
+    return Criteria(precision, storage, cos, agree, kl, basis)
 
 
 def kl_divergence(reference: npt.ArrayLike, ours: npt.ArrayLike) -> float:

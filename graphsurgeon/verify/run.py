@@ -22,6 +22,7 @@ from graphsurgeon.verify.conversion_storage import conversion_storage
 from graphsurgeon.verify.criteria import Criteria, criteria_for
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.llm_chain import read_model_json
+from graphsurgeon.verify.lossless_storage import lossless_float_storage
 from graphsurgeon.verify.ncnn_fp32 import Precision
 from graphsurgeon.verify.report import VerifyReport
 
@@ -57,7 +58,11 @@ def run_verify(folder: Path, options: VerifyOptions) -> VerifyReport:
             f"{folder / 'model.json'}: verifier {verifier['ref']!r} lies inside the folder being verified "
             "(a conversion's outputs are never run as code); name a verifier outside it"
         )
-    criteria = criteria_for(options.precision, conversion_storage(folder, doc))
+    storage = conversion_storage(folder, doc)
+    lossless = None
+    if storage in ("fp16", "bf16"):  # two-byte floats: lossless when the checkpoint held them so already
+        lossless = lossless_float_storage(folder, doc, options.checkpoint)
+    criteria = criteria_for(options.precision, storage, lossless)
     fn = load_callable(verifier["ref"], folder, what="verifier", error=VerifyError)
     report = fn(folder, doc, options)
     if not isinstance(report, VerifyReport):
