@@ -127,3 +127,37 @@ def test_a_wrong_lossless_claim_only_makes_verify_stricter(
     report = run.run_verify(tmp_path / "c", run.VerifyOptions())
     assert report.criteria.startswith("fp32 x bf16: exact") and not report.passed
     assert min(s.cosine for s in report.stages) < 0.99999
+
+
+def _bf16_vlm_checkpoint(model: str, folder: Path) -> Path:
+    """The tiny VLM's checkpoint with every float tensor stored bf16: Penguin-VL's written so by its
+    make_tiny, Qwen3-VL's (written fp32 by transformers' classes) cast by torch, as a bf16 save would."""
+    if model == "penguin_vl":
+        from examples.penguin_vl.make_tiny import make_tiny as make_penguin
+
+        return make_penguin(folder, dtype="bf16")
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(REPO / "examples" / model / "tiny", folder)
+    for file in folder.glob("*.safetensors"):
+        tensors = load_file(file)
+        cast = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in tensors.items()}
+        save_file(cast, file, metadata={"format": "pt"})
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["penguin_vl", "qwen3_vl"])
+def test_the_tiny_vlms_bf16_of_bf16_pass_exactly(
+    tmp_path: Path, model: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = _bf16_vlm_checkpoint(model, tmp_path / "ckpt")
+    argv = ["apply", str(REPO / "rules" / f"{model}.yaml"), "--out", str(tmp_path / "c"), "-q"]
+    assert main([*argv, "--set", "storage=bf16", "--set", f"checkpoint={checkpoint}"]) == 0
+    capsys.readouterr()
+    code = main(["verify", str(tmp_path / "c"), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["criteria"].startswith("fp32 x bf16: exact (") and "lossless:" in doc["criteria"]
+    assert code == 0 and doc["passed"] and doc["exact"], doc["summary"]
+    assert all(case["ours"] == case["reference"] for case in doc["tokens"])
