@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from graphsurgeon.formats.outpaths import kind
+from graphsurgeon.rewrite.package_folder import package_folder
 from graphsurgeon.rewrite.rulefile import RULE_NAME, RULE_VAR
 from graphsurgeon.rewrite.scope import VarDef, checked_path
 from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, has_lone_surrogate, load_located
@@ -76,10 +77,20 @@ def var_defs(files: list[LocatedYaml], overrides: Mapping[str, str], cwd: Path) 
         for name, raw in raw_vars.items():
             where = src.where(("vars", name))
             is_path = isinstance(raw, dict)
-            if is_path and (set(raw) != {"path"} or not isinstance(raw["path"], str)):
-                raise RuleFileError(f"{where}: a variable is a scalar, or {{path: PATH}} for a path")
+            base = Path(src.path).parent
+            if is_path and (
+                "path" not in raw
+                or not set(raw) <= {"path", "package"}
+                or not all(isinstance(v, str) for v in raw.values())
+            ):
+                raise RuleFileError(
+                    f"{where}: a variable is a scalar, or {{path: PATH}} for a path (optionally with "
+                    "package: NAME, the installed package folder PATH is relative to)"
+                )
+            if is_path and "package" in raw:
+                base = package_folder(raw["package"], f"{where}: package")
             declared = raw["path"] if is_path else raw
-            defs[str(name)] = VarDef(str(name), declared, where, Path(src.path).parent, is_path)
+            defs[str(name)] = VarDef(str(name), declared, where, base, is_path)
     for name, text in overrides.items():
         if name not in defs:
             raise RuleFileError(f"{files[-1].path}: --set {name}: the rule file declares no such variable")

@@ -11,7 +11,8 @@ A ``${…}`` template holds an expression (``graphsurgeon.schema.expr``: integer
 
 A string that is exactly one ``${…}`` takes the expression's value (numbers stay numbers); otherwise every
 ``${…}`` in it is replaced by its value's text. A variable declared ``{path: …}`` holds a file-system path:
-relative to the file that declares it, or to the current directory when ``--set`` gives it.
+relative to the file that declares it, to an installed package's folder (``{path: …, package: NAME}``), or
+to the current directory when ``--set`` gives it.
 """
 
 from __future__ import annotations

@@ -21,9 +21,15 @@ OutputName = Annotated[str, AfterValidator(check_output_name)]
 
 class PathVar(StrictModel):
     """A variable that holds a file-system path: relative to the declaring file (``--set``: to the current
-    directory), made absolute when the file loads."""
+    directory), or with ``package`` to that installed package's folder; made absolute when the file
+    loads."""
 
     path: str
+    package: str | None = Field(
+        default=None,
+        description="a dotted package name: PATH is relative to its folder wherever it is installed (found "
+        "without running its code), so a shipped rule file can name data a package ships",
+    )
 
 
 class Source(StrictModel):
