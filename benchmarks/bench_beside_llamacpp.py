@@ -45,7 +45,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 for extra in (REPO, REPO / "benchmarks"):
-    if str(extra) not in sys.path:  # run as a script: examples/ and the sibling benchmarks are not installed
+    if str(extra) not in sys.path:  # run as a script: this checkout and the sibling benchmarks
         sys.path.insert(0, str(extra))
 
 import bench_penguin_vl_run as penguin  # noqa: E402

@@ -67,7 +67,7 @@ def main() -> int:
         ckpt = work / "qwen3-0.6b-random"
         if not (ckpt / "config.json").exists():
             t, rss = timed_child(
-                [sys.executable, "-m", "examples.qwen3_llm.make_tiny", str(ckpt), "--qwen3-0.6b"]
+                [sys.executable, "-m", "graphsurgeon.models.qwen3_llm.make_tiny", str(ckpt), "--qwen3-0.6b"]
             )
             print(f"checkpoint written in {t:.1f} s (peak RSS {rss:.0f} MB)")
         ckpt_bytes = sum(p.stat().st_size for p in ckpt.glob("*.safetensors"))
@@ -102,7 +102,7 @@ def check(ckpt: Path, out: Path, tokens: int, threads: int) -> None:
     import numpy as np
     import torch
 
-    from examples.qwen3_llm.model import KVCache, causal_mask, load_model, rope_tables
+    from graphsurgeon.models.common.qwen3_llm_model import KVCache, causal_mask, load_model, rope_tables
     from graphsurgeon.verify.llm_chain import LlmChain
 
     torch.set_num_threads(threads)
@@ -110,7 +110,7 @@ def check(ckpt: Path, out: Path, tokens: int, threads: int) -> None:
     cfg = model.config
     hidden = torch.randn(1, 20, cfg.hidden_size, generator=torch.Generator().manual_seed(0))
     worst = 0.0
-    with LlmChain(out, num_threads=threads) as chain:
+    with LlmChain(out, families=("qwen3_llm",), num_threads=threads) as chain:
         with chain.session() as session, torch.no_grad():
             cache, start = KVCache(), 0
             for i, n in enumerate((16, 1, 1, 1, 1)):

@@ -3,8 +3,8 @@
 ``--family qwen3_vl``) in its runner against the fp32 PyTorch reference loading its checkpoint, warm and
 cold page cache, in one script run:
 
-* the reference: for Penguin-VL ``examples/penguin_vl/model.py`` ``load_model`` on the bf16 checkpoint
-  (read, widened to fp32, put in the model); for Qwen3-VL HF transformers'
+* the reference: for Penguin-VL ``graphsurgeon/models/penguin_vl/model.py`` ``load_model`` on the bf16
+  checkpoint (read, widened to fp32, put in the model); for Qwen3-VL HF transformers'
   ``Qwen3VLForConditionalGeneration.from_pretrained(dtype=torch.float32)``; in a child that has already
   imported torch (and transformers); the time of that call;
 * the runner (``penguin_vl_run`` / ``qwen3_vl_run``) on each conversion given, with one image and ``--gen
@@ -43,7 +43,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 for extra in (REPO, REPO / "benchmarks"):
-    if str(extra) not in sys.path:  # run as a script: examples/ and the sibling benchmarks are not installed
+    if str(extra) not in sys.path:  # run as a script: this checkout and the sibling benchmarks
         sys.path.insert(0, str(extra))
 
 import bench_penguin_vl_run as penguin  # noqa: E402
@@ -67,8 +67,8 @@ def torch_child(family: str, checkpoint: Path) -> int:
         )
         model.eval()
     else:
-        from examples.penguin_vl.config import load_files
-        from examples.penguin_vl.model import load_model
+        from graphsurgeon.models.penguin_vl.config import load_files
+        from graphsurgeon.models.penguin_vl.model import load_model
 
         t0 = time.perf_counter()
         load_model(checkpoint, load_files(checkpoint))

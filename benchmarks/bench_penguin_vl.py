@@ -31,12 +31,12 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a script: the repo's examples/ is not an installed package
+if str(REPO) not in sys.path:  # run as a script: this checkout's package first
     sys.path.insert(0, str(REPO))
 
-from examples.penguin_vl.checkpoint import tensor_shapes  # noqa: E402
-from examples.penguin_vl.config import config_from_dict  # noqa: E402
-from examples.penguin_vl.make_tiny import VISION_FOLDER, make_tiny, real_dims_tensor  # noqa: E402
+from graphsurgeon.models.penguin_vl.checkpoint import tensor_shapes  # noqa: E402
+from graphsurgeon.models.penguin_vl.config import config_from_dict  # noqa: E402
+from graphsurgeon.models.penguin_vl.make_tiny import VISION_FOLDER, make_tiny, real_dims_tensor  # noqa: E402
 
 IMAGE = REPO.parent / "shared" / "corpus" / "images" / "photo_20180413_3.jpg"
 

@@ -9,7 +9,7 @@ dimensions (random weights), in one script run:
   (``ru_maxrss`` of the child process; each side runs in its own child so neither counts the other);
 * ``penguin_vl_run`` on the conversions at each ``--storages`` (default fp32, fp16, int8, int4: ``--set
   storage=...``), run at ``--precision fp32``; the reference is fp32 eager PyTorch on the bf16 checkpoint
-  widened to fp32 (``examples/penguin_vl/model.py``, with a KV cache).
+  widened to fp32 (``graphsurgeon/models/penguin_vl/model.py``, with a KV cache).
 
     python benchmarks/bench_penguin_vl_run.py [--work DIR] [--runner PATH] [--gen 32] [--threads 2]
         [--repeat 3] [--storages fp32,fp16,int8,int4]
@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: The folder the checkpoint and conversions live in unless --work says otherwise (other benchmarks share it).
 DEFAULT_WORK = Path(tempfile.gettempdir()) / "gsurg-bench-penguin-run"
-if str(REPO) not in sys.path:  # run as a script: the repo's examples/ is not an installed package
+if str(REPO) not in sys.path:  # run as a script: this checkout's package first
     sys.path.insert(0, str(REPO))
 
 SOURCE_IMAGE = REPO.parent / "shared" / "corpus" / "images" / "photo_20180413_3.jpg"
@@ -117,9 +117,9 @@ def torch_child(checkpoint: Path, image: Path, gen: int, threads: int) -> int:
     """Time the fp32 reference stage by stage, as ``PenguinVL.generate`` runs it; print one JSON line."""
     import torch
 
-    from examples.penguin_vl.config import load_files
-    from examples.penguin_vl.model import KVCache, load_model
-    from examples.penguin_vl.processor import PenguinTokenizer, load_and_preprocess, prompt_ids
+    from graphsurgeon.models.penguin_vl.config import load_files
+    from graphsurgeon.models.penguin_vl.model import KVCache, load_model
+    from graphsurgeon.models.penguin_vl.processor import PenguinTokenizer, load_and_preprocess, prompt_ids
 
     torch.set_num_threads(threads)
     t0 = time.perf_counter()

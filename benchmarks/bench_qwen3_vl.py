@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a script: the repo's examples/ is not an installed package
+if str(REPO) not in sys.path:  # run as a script: this checkout's package first
     sys.path.insert(0, str(REPO))
 
 from bench_penguin_vl import RssSampler  # noqa: E402
@@ -92,8 +92,8 @@ def write_checkpoint(folder: Path, seed: int = 0) -> None:
     import torch
     import transformers
 
-    from examples.qwen3_vl.make_tiny import VISION_CONFIG as TINY_VISION
-    from examples.qwen3_vl.tiny_tokenizer import (
+    from graphsurgeon.models.qwen3_vl.make_tiny import VISION_CONFIG as TINY_VISION
+    from graphsurgeon.models.qwen3_vl.tiny_tokenizer import (
         ENDOFTEXT,
         IM_END,
         IMAGE_PAD,

@@ -52,7 +52,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 #: The folder the checkpoint and conversions live in unless --work says otherwise (other benchmarks share it).
 DEFAULT_WORK = Path(tempfile.gettempdir()) / "gsurg-bench-qwen3-vl-run"
-if str(REPO) not in sys.path:  # run as a script: the repo's examples/ is not an installed package
+if str(REPO) not in sys.path:  # run as a script: this checkout's package first
     sys.path.insert(0, str(REPO))
 
 from bench_penguin_vl_run import PROMPT, Side, median_side, report, run_child, warm_page_cache  # noqa: E402
@@ -74,7 +74,7 @@ def torch_child(checkpoint: Path, image: Path, gen: int, threads: int) -> int:
     import torch
     import transformers
 
-    from examples.qwen3_vl.processor import chat_inputs, load_processor
+    from graphsurgeon.models.qwen3_vl.processor import chat_inputs, load_processor
 
     torch.set_num_threads(threads)
     t0 = time.perf_counter()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-#: The tiny Qwen3 shapes (as examples/qwen3_llm/make_tiny, so the test prompts fit the vocabulary).
+#: The tiny Qwen3 shapes (as graphsurgeon/models/qwen3_llm/make_tiny, so the test prompts fit the vocabulary).
 TINY_QWEN3: dict[str, Any] = {
     "hidden_size": 64,
     "intermediate_size": 128,

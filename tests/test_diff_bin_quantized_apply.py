@@ -32,7 +32,7 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.slow
 
 RULES = REPO / "rules" / "llm-kv-cache.yaml"
-CHECKPOINT = REPO / "examples" / "qwen3_llm" / "tiny" / "model.safetensors"
+CHECKPOINT = REPO / "graphsurgeon" / "models" / "qwen3_llm" / "tiny" / "model.safetensors"
 GRAPHS = ("embed", "decoder", "lm_head")
 VARIANTS = {
     "fp32": [],

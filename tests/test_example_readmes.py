@@ -1,22 +1,24 @@
 """The commands the READMEs give, run from the READMEs' own text (issue 15, item 9), so that the docs and
 the code cannot drift apart.
 
-Every fenced ```sh block of the top README and of each model guide (``examples/*/README.md``) is read
-from the file, and each of its lines, one plain command, is run in order in a workspace shaped like the
-repository root: a copy of ``rules/`` (so a rule file's own output folder, ``../out/…``, lands in the
-workspace, never in the checkout), ``examples/`` and ``schemas/`` linked, and ``../shared`` linked to the
-corpus beside the checkout. One workspace serves every README (they write to different places), and a
-command the top README repeats from a guide, word for word, runs once. ``gsurg`` runs in this process
-(``graphsurgeon.cli.main``), ``python -m …`` as a child, both with this checkout on the children's path. A
-block preceded by ``<!-- readme-test: skip (REASON) -->`` is not run (the reason is part of the README);
-one preceded by ``<!-- readme-test: needs PROGRAM -->`` (``penguin_vl_run``, ``qwen3_vl_run``) runs only
-where the C++ runtime of this checkout is built (``runtime_cpp/scripts/build_and_test.sh``, which the test
-command runs after the Python tests), with ``build/linux/runner/PROGRAM`` standing for the built program.
+Every fenced ```sh block of the top README and of each model guide (``graphsurgeon/models/*/README.md``,
+``examples/quickstart/README.md``) is read from the file, and each of its lines, one plain command, is run in
+order in a workspace shaped like the repository root: a copy of ``rules/`` (so a rule file's own output
+folder, ``../out/…``, lands in the workspace, never in the checkout), ``examples/`` and ``graphsurgeon/``
+linked, and ``../shared`` linked to the corpus beside the checkout. One workspace serves every README (they
+write to different places), and a command the top README repeats from a guide, word for word, runs once.
+``gsurg`` runs in this process (``graphsurgeon.cli.main``), ``python -m …`` as a child, both with this
+checkout on the children's path. A block preceded by ``<!-- readme-test: skip (REASON) -->`` is not run (the
+reason is part of the README); one preceded by ``<!-- readme-test: needs PROGRAM -->`` (``penguin_vl_run``,
+``qwen3_vl_run``) runs only where the C++ runtime of this checkout is built
+(``runtime_cpp/scripts/build_and_test.sh``, which the test command runs after the Python tests), with
+``build/linux/runner/PROGRAM`` standing for the built program.
 
 What a command must give, besides exit code 0: ``verify``, ``lint`` and ``diff-bin`` end in ``PASSED``;
 every ``.param`` an ``apply`` writes loads in the ncnn wheel with its ``.bin`` and lints clean, and
 ``--explain`` writes nothing; ``fmt`` and ``synth-bin`` write their ``-o``; ``schema`` prints a JSON
-Schema; ``make_tiny`` writes a checkpoint folder; ``generate`` prints token ids; the runner prints text.
+Schema; ``conversions`` lists the shipped families; ``make_tiny`` writes a checkpoint folder; ``generate``
+prints token ids; the runner prints text.
 
 The model guides also share one shape (the same sections in the same order, the commands as numbered
 steps), and the top README's quick start is the Penguin-VL guide's first two steps."""
@@ -46,9 +48,9 @@ from tests.conftest import REPO
 TOP = "README.md"
 GUIDES = (
     "examples/quickstart/README.md",
-    "examples/qwen3_llm/README.md",
-    "examples/penguin_vl/README.md",
-    "examples/qwen3_vl/README.md",
+    "graphsurgeon/models/qwen3_llm/README.md",
+    "graphsurgeon/models/penguin_vl/README.md",
+    "graphsurgeon/models/qwen3_vl/README.md",
 )
 #: The sections every model guide has, in this order.
 GUIDE_SECTIONS = (
@@ -64,8 +66,8 @@ NEEDS_RUNNER = re.compile(r"<!-- readme-test: needs (?P<program>penguin_vl_run|q
 RUNNER_DIR_IN_README = "build/linux/runner/"  # + the program's name stands for the built program
 #: The guides that run a C++ runtime program, and which.
 RUNNER_GUIDES = {
-    "penguin_vl_run": "examples/penguin_vl/README.md",
-    "qwen3_vl_run": "examples/qwen3_vl/README.md",
+    "penguin_vl_run": "graphsurgeon/models/penguin_vl/README.md",
+    "qwen3_vl_run": "graphsurgeon/models/qwen3_vl/README.md",
 }
 #: What a shell would read as more than one plain command (operators, redirections, expansions).
 SHELL_OPERATORS = set("();<>|&")
@@ -152,7 +154,8 @@ class Workspace:
         root.mkdir(parents=True)
         shutil.copytree(REPO / "rules", root / "rules")
         (root / "examples").symlink_to(REPO / "examples", target_is_directory=True)
-        (root / "schemas").symlink_to(REPO / "schemas", target_is_directory=True)  # model.json's, by path
+        # the model families' folders, by path (a guide's commands may name a tiny checkpoint there)
+        (root / "graphsurgeon").symlink_to(REPO / "graphsurgeon", target_is_directory=True)
         (base / "shared").symlink_to(REPO.parent / "shared", target_is_directory=True)
         return cls(root)
 
@@ -250,6 +253,8 @@ def check_outputs(argv: list[str], result: Result, ws: Workspace, written: list[
             assert "$defs" in json.loads(result.out), where
         elif command == "rope":
             assert "largest |Δangle|" in result.out, (where, result.out)
+        elif command == "conversions":
+            assert _last_line(result.out).endswith(" conversions") and "qwen3_llm:" in result.out, where
     elif argv[0].startswith(RUNNER_DIR_IN_README):
         assert result.out.strip(), (where, result.err)
     elif argv[2].endswith(".make_tiny"):

@@ -1,5 +1,6 @@
-"""Checkpoint configs in both transformers styles (issue 14, item 1): ``examples/hf_config.py`` read by the
-Qwen3 reference and by ``rules/llm-kv-cache.yaml``'s ``config.*`` facts (``source.config``).
+"""Checkpoint configs in both transformers styles (issue 14, item 1):
+``graphsurgeon/models/common/hf_config.py`` read by the Qwen3 reference and by ``rules/llm-kv-cache.yaml``'s
+``config.*`` facts (``source.config``).
 
 Oracles: folders the installed transformers 5 saves itself (``tests/hf5_checkpoint``; its tokenizer from
 ``PreTrainedTokenizerFast.save_pretrained``, its EOS id as transformers reports it), the Qwen3-0.6B
@@ -20,11 +21,11 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from examples.qwen3_llm.config import facts, load_config  # noqa: E402
-from examples.qwen3_llm.make_tiny import QWEN3_0_6B  # noqa: E402
-from examples.qwen3_llm.model import load_model  # noqa: E402
 from graphsurgeon.cli import main  # noqa: E402
 from graphsurgeon.formats.safetensors import CheckpointError  # noqa: E402
+from graphsurgeon.models.common.qwen3_llm_config import facts, load_config  # noqa: E402
+from graphsurgeon.models.common.qwen3_llm_model import load_model  # noqa: E402
+from graphsurgeon.models.qwen3_llm.make_tiny import QWEN3_0_6B  # noqa: E402
 from graphsurgeon.rewrite.loader import open_rule_file  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 from tests.hf5_checkpoint import ROPE_THETA, save_qwen3  # noqa: E402

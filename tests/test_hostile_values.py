@@ -80,8 +80,8 @@ def test_a_path_variable_that_names_no_path_is_one_line(
 
 
 def test_a_checkpoint_json_that_is_a_fifo_huge_or_deep_is_one_error(tmp_path: Path) -> None:
-    from examples.hf_config import read_json
     from graphsurgeon.formats.safetensors import JSON_FILE_LIMIT
+    from graphsurgeon.models.common.hf_config import read_json
 
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
@@ -114,7 +114,7 @@ def test_a_rule_file_json_fact_from_a_fifo_is_one_line(
 
 
 def test_a_rope_base_that_is_not_finite_is_refused(tmp_path: Path) -> None:
-    from examples.qwen3_llm.config import load_config
+    from graphsurgeon.models.common.qwen3_llm_config import load_config
 
     pytest.importorskip("transformers")
     from tests.hf5_checkpoint import save_qwen3
@@ -131,7 +131,7 @@ def test_a_config_claiming_more_layers_than_the_checkpoint_holds_fails_before_bu
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("transformers")
-    from examples.qwen3_llm.model import load_model
+    from graphsurgeon.models.common.qwen3_llm_model import load_model
     from tests.hf5_checkpoint import save_qwen3
 
     folder = save_qwen3(tmp_path / "q")
@@ -147,7 +147,7 @@ def test_a_config_claiming_more_layers_than_the_checkpoint_holds_fails_before_bu
 def test_a_config_size_beyond_32_bits_is_refused(tmp_path: Path) -> None:
     """``max_position_embeddings: 2**70`` reached model.json, which the C++ runtime reads as 32-bit ints."""
     pytest.importorskip("transformers")
-    from examples.qwen3_llm.config import load_config
+    from graphsurgeon.models.common.qwen3_llm_config import load_config
     from tests.hf5_checkpoint import save_qwen3
 
     folder = save_qwen3(tmp_path / "q")

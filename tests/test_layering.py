@@ -14,6 +14,7 @@ RANK = {
     "errors": 0,
     "input_files": 0,
     "resources": 0,
+    "registry": 0,  # the model families found by name: reads their manifests, imports none of their code
     "plugins": 0,
     "progress": 0,
     "schema": 1,
@@ -30,6 +31,7 @@ RANK = {
     "pipeline": 6,  # gsurg apply's phases: the only package calling export/, verify/ and check/ together
     "testing": 6,  # test support calls check/ and formats/, never the command line
     "cli": 7,
+    "models": 8,  # the model families and what they share: the top floor, which nothing else imports
 }
 #: Ranks inside a package, for the modules listed (a sub-package counts as one); the same rule, one level
 #: down. The rule engine's helpers sit below the action kinds that call them: ``weight_ops`` once imported
@@ -183,3 +185,52 @@ def test_pattern_only_values_live_with_the_pattern_code() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
         assert not classes & {"Capture", "AnyValue", "ArrayPattern"}, path.name
+
+
+MODELS = PACKAGE / "models"
+
+
+def _relative_imports(path: Path) -> list[tuple[int, str]]:
+    """(level, module) of every relative import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        (node.level, node.module or "")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level > 0
+    ]
+
+
+def test_a_family_never_imports_a_sibling_and_common_imports_no_family() -> None:
+    """Each family folder reaches the engine and ``models.common`` only; ``common`` reaches no family
+    (issue 36, item 1)."""
+    families = {p.name for p in MODELS.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert {"common", "qwen3_llm", "penguin_vl", "qwen3_vl"} <= families
+    bad = []
+    for path in sorted(MODELS.rglob("*.py")):
+        rel = path.relative_to(MODELS)
+        own = rel.parts[0] if len(rel.parts) > 1 else None
+        for module in _imports(path):
+            parts = module.split(".")
+            if parts[:2] != ["graphsurgeon", "models"] or len(parts) < 3:
+                continue
+            other = parts[2]
+            allowed = {own} if own == "common" else {own, "common"}
+            if other not in allowed:
+                bad.append(f"models/{rel} imports {module}")
+        bad += [
+            f"models/{rel} imports {'.' * level}{module}"
+            for level, module in _relative_imports(path)
+            if level > 1
+        ]
+    assert bad == []
+
+
+def test_only_the_families_import_the_families() -> None:
+    bad = [
+        f"{path.relative_to(REPO)} imports {module}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] != "models"
+        for module in _imports(path)
+        if module.startswith("graphsurgeon.models")
+    ]
+    assert bad == []

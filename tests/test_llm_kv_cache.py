@@ -1,7 +1,7 @@
 """rules/llm-kv-cache.yaml end to end (rule-language issue, item 10): a Qwen3-style checkpoint folder ->
 pnnx exports -> embed / decoder with a KV cache / lm_head + model.json, from the rule file alone, checked
-in the ncnn wheel against the PyTorch reference (examples/qwen3_llm, itself checked against transformers in
-test_qwen3_reference.py)."""
+in the ncnn wheel against the PyTorch reference (graphsurgeon/models/qwen3_llm, itself checked against
+transformers in test_qwen3_reference.py)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 import torch
 
-from examples.qwen3_llm.make_tiny import make_tiny
-from examples.qwen3_llm.model import KVCache, causal_mask, load_model, rope_tables
 from graphsurgeon.cli import main
 from graphsurgeon.formats.param_text import read_param_text
+from graphsurgeon.models.common.qwen3_llm_model import KVCache, causal_mask, load_model, rope_tables
+from graphsurgeon.models.qwen3_llm.make_tiny import make_tiny
 from graphsurgeon.verify.llm_chain import LlmChain
 from tests.conftest import REPO
 from tests.hf5_checkpoint import ROPE_THETA, save_qwen3
 
 RULES = REPO / "rules" / "llm-kv-cache.yaml"
-SHIPPED = REPO / "examples" / "qwen3_llm" / "tiny"
+SHIPPED = REPO / "graphsurgeon" / "models" / "qwen3_llm" / "tiny"
 PROMPTS = ([5, 17, 42, 99, 3, 250], [1, 2, 3], [123, 45, 67, 89, 10, 11, 12, 13, 14])
 
 
@@ -106,7 +106,11 @@ def test_decoder_hidden_states_equal_pytorch_over_a_prefill_and_decode_steps(
     gen = torch.Generator().manual_seed(7)
     hidden = torch.randn(1, 9, cfg.hidden_size, generator=gen)
     schedule = (5, 1, 1, 1, 1)
-    with LlmChain(converted[name]) as chain, chain.session() as session, torch.no_grad():
+    with (
+        LlmChain(converted[name], families=("qwen3_llm",)) as chain,
+        chain.session() as session,
+        torch.no_grad(),
+    ):
         cache, start = KVCache(), 0
         for i, n in enumerate(schedule):
             x = hidden[:, start : start + n]
@@ -123,7 +127,7 @@ def test_decoder_hidden_states_equal_pytorch_over_a_prefill_and_decode_steps(
 def test_greedy_tokens_equal_pytorch_for_32_tokens(converted: dict[str, Path], name: str) -> None:
     ckpt = _checkpoint(converted, name)
     model = load_model(ckpt)
-    with LlmChain(converted[name]) as chain:
+    with LlmChain(converted[name], families=("qwen3_llm",)) as chain:
         for prompt in PROMPTS:
             want = model.generate(prompt, 32)
             assert chain.greedy(prompt, 32) == want, (name, prompt)

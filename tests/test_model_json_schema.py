@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import yaml
 
-from examples.penguin_vl.ncnn_chain import PenguinNcnn
 from graphsurgeon.cli import main
 from graphsurgeon.formats.json_schema import JsonSchema, SchemaFileError, json_equal
 from graphsurgeon.formats.model_json import (
@@ -28,8 +27,8 @@ from graphsurgeon.formats.model_json import (
     known_schemas,
     read_model_json,
     schema_file,
-    schema_folder,
 )
+from graphsurgeon.models.penguin_vl.ncnn_chain import PenguinNcnn
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.llm_chain import LlmChain
 from tests.conftest import REPO
@@ -72,6 +71,12 @@ def _doc(converted: dict[str, Path], family: str) -> dict[str, Any]:
     return json.loads((converted[family] / "model.json").read_text(encoding="utf-8"))
 
 
+def _schema_path(family: str, version: int) -> Path:
+    path = schema_file(family, version)
+    assert path is not None, f"no schema {family}.v{version}"
+    return path
+
+
 # ---- the schema files ------------------------------------------------------------------------------------
 
 
@@ -79,14 +84,15 @@ def test_each_schema_file_is_named_by_the_family_and_version_it_holds() -> None:
     assert set(known_schemas()) >= {"penguin_vl", "qwen3_llm"}
     for family, versions in known_schemas().items():
         for version in versions:
-            schema = JsonSchema.load(schema_file(family, version))
+            path = schema_file(family, version)
+            assert path is not None and path.parent.name == family  # in the family's own folder
+            schema = JsonSchema.load(path)
             props = schema.root["properties"]
             assert props["format"] == {**props["format"], "const": FORMAT}
             assert props["family"]["const"] == family and props["version"]["const"] == version
             assert {"format", "family", "version"} <= set(schema.root["required"])
-    assert {p.name for p in schema_folder().iterdir()} == {
-        schema_file(f, v).name for f, vs in known_schemas().items() for v in vs
-    }
+    on_disk = {p.name for p in (REPO / "graphsurgeon" / "models").glob("*/*.schema.json")}
+    assert on_disk == {f"{f}.v{v}.schema.json" for f, vs in known_schemas().items() for v in vs}
 
 
 def test_every_shipped_rule_file_writing_model_json_names_its_schema() -> None:
@@ -94,10 +100,11 @@ def test_every_shipped_rule_file_writing_model_json_names_its_schema() -> None:
         for side in yaml.safe_load(rules.read_text()).get("side_files") or []:
             if side.get("output") == "model.json":
                 assert side.get("schema"), f"{rules.name}: model.json without a schema"
-                schema = (rules.parent / side["schema"]).resolve()
-                assert schema.parent == schema_folder().resolve(), schema
-                template = (rules.parent / side["template"]).resolve()
-                assert template.is_file() and template.parent.parent == REPO / "examples", template
+                schema, template = side["schema"], side["template"]
+                family_dir = "${family_dir}" if "${family_dir}" in schema else "${llm_dir}"
+                assert schema.startswith(f"{family_dir}/") and template == f"{family_dir}/model.json.j2"
+                folder = REPO / "graphsurgeon" / "models" / Path(schema.split("/")[1]).name.split(".v")[0]
+                assert (folder / Path(schema).name).is_file() and (folder / "model.json.j2").is_file()
 
 
 # ---- what the rule files write ---------------------------------------------------------------------------
@@ -226,7 +233,7 @@ def test_the_python_readers_refuse_another_family(converted: dict[str, Path]) ->
         VerifyError,
         match=re.escape('model.json: entry "family" is "penguin_vl", but this reader reads "qwen3_llm"'),
     ):
-        LlmChain(converted["penguin_vl"])
+        LlmChain(converted["penguin_vl"], families=("qwen3_llm",))
     with pytest.raises(
         VerifyError, match='entry "family" is "qwen3_llm", but this reader reads "penguin_vl"'
     ):
@@ -248,7 +255,7 @@ def test_the_python_readers_name_the_broken_key(converted: dict[str, Path], tmp_
     with pytest.raises(
         VerifyError, match=f'{folder}/model.json: entry "decoder.output" must be a string, not 0'
     ):
-        LlmChain(folder)
+        LlmChain(folder, families=("qwen3_llm",))
 
 
 # ---- the writer -------------------------------------------------------------------------------------------
@@ -462,7 +469,7 @@ def test_the_cpp_reader_reads_exactly_the_schemas_keys(family: str) -> None:
         "decoder.rope.theta",
         "nets.decoder.param",
     } <= cpp  # the parser works
-    schema = JsonSchema.load(schema_file(family, FAMILY_CONFIG_CPP[family][1]))
+    schema = JsonSchema.load(_schema_path(family, FAMILY_CONFIG_CPP[family][1]))
     declared = dict(_schema_keys(schema, schema.root))
     if family in READ_ELSEWHERE:
         prefix, reader = READ_ELSEWHERE[family]
@@ -487,7 +494,7 @@ def test_the_cpp_reader_checks_the_schemas_format_family_and_version(family: str
     path, version = FAMILY_CONFIG_CPP[family]
     family_source = path.read_text(encoding="utf-8")
     consts = dict(re.findall(r"\bk(Format|Family|Version) = \"?([\w-]+)\"?;", source + family_source))
-    props = JsonSchema.load(schema_file(family, version)).root["properties"]
+    props = JsonSchema.load(_schema_path(family, version)).root["properties"]
     assert consts == {
         "Format": props["format"]["const"],
         "Family": props["family"]["const"],

@@ -20,14 +20,14 @@ pytest.importorskip("torch")
 
 from safetensors.numpy import load_file, save_file
 
-from examples.penguin_vl.make_tiny import SHIPPED, make_tiny
 from graphsurgeon.cli import main
 from graphsurgeon.errors import GsurgError
+from graphsurgeon.models.penguin_vl.make_tiny import SHIPPED, make_tiny
 from graphsurgeon.rewrite.loader import open_rule_file
 from tests.conftest import CORPUS, REPO
 
 RULES = REPO / "rules" / "penguin_vl.yaml"
-VERIFIER = REPO / "examples" / "penguin_vl" / "verify.py"
+VERIFIER = REPO / "graphsurgeon" / "models" / "penguin_vl" / "verify.py"
 MISSING = "model.vision_encoder.vision_encoder.encoder.layers.1.mlp.up_proj.weight"
 RESHAPED = "model.layers.0.self_attn.k_proj.weight"
 

@@ -1,5 +1,5 @@
-"""Penguin-VL checkpoint folders (examples/penguin_vl: config.py, checkpoint.py, make_tiny.py): the shipped
-tiny checkpoint is what the script makes, byte for byte; its variants load the same weights; broken
+"""Penguin-VL checkpoint folders (graphsurgeon/models/penguin_vl: config.py, checkpoint.py, make_tiny.py): the
+shipped tiny checkpoint is what the script makes, byte for byte; its variants load the same weights; broken
 folders are one clear error each.
 
 Oracles: sha256 of every file against a fresh run of the script in another process; bf16 rounding done
@@ -26,13 +26,13 @@ pytest.importorskip("tokenizers")
 
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
-from examples.penguin_vl.checkpoint import INDEX_FILE, SINGLE_FILE, load_tensors, tensor_shapes  # noqa: E402
-from examples.penguin_vl.config import load_files  # noqa: E402
-from examples.penguin_vl.make_tiny import SHIPPED, make_tiny  # noqa: E402
-from examples.penguin_vl.make_tiny import VISION_FOLDER as VISION  # noqa: E402
-from examples.penguin_vl.model import load_model  # noqa: E402
 from graphsurgeon.errors import GsurgError  # noqa: E402
 from graphsurgeon.formats.safetensors import CheckpointError  # noqa: E402
+from graphsurgeon.models.penguin_vl.checkpoint import INDEX_FILE, SINGLE_FILE, load_tensors, tensor_shapes  # noqa: E402
+from graphsurgeon.models.penguin_vl.config import load_files  # noqa: E402
+from graphsurgeon.models.penguin_vl.make_tiny import SHIPPED, make_tiny  # noqa: E402
+from graphsurgeon.models.penguin_vl.make_tiny import VISION_FOLDER as VISION  # noqa: E402
+from graphsurgeon.models.penguin_vl.model import load_model  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 
 
@@ -47,7 +47,10 @@ def _digests(folder: Path) -> dict[str, str]:
 def test_the_shipped_tiny_checkpoint_is_what_the_script_makes(tmp_path: Path) -> None:
     out = tmp_path / "tiny"
     subprocess.run(
-        [sys.executable, "-m", "examples.penguin_vl.make_tiny", str(out)], cwd=REPO, check=True, timeout=300
+        [sys.executable, "-m", "graphsurgeon.models.penguin_vl.make_tiny", str(out)],
+        cwd=REPO,
+        check=True,
+        timeout=300,
     )
     shipped = _digests(SHIPPED)
     assert set(shipped) == {

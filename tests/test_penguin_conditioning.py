@@ -1,15 +1,15 @@
 """The real-dimension benchmark checkpoint (``benchmarks/bench_penguin_vl.py``) must be well conditioned, or
 ``gsurg verify`` cannot judge a conversion of it: a small change of a layer's input must stay small.
 
-Measured with the fp32 reference's own layer (``examples/qwen3_layers.py``) at Penguin-VL-2B's LLM
-dimensions (hidden 2048, 16 / 8 heads of 128, intermediate 6144), weights drawn by
+Measured with the fp32 reference's own layer (``graphsurgeon/models/common/qwen3_layers.py``) at
+Penguin-VL-2B's LLM dimensions (hidden 2048, 16 / 8 heads of 128, intermediate 6144), weights drawn by
 ``make_tiny.real_dims_tensor`` exactly as the benchmark draws them: a causal prompt of 256 rows at the
 embedding gain, and the same prompt changed by 1e-4 of its largest value. The growth of that change (largest
-output difference over largest output, divided by the same ratio at the input) is what compounds over the
-28 layers. With the tiny model's sharp attention (q/k norms centred on 4) one layer multiplies it by ~10,
-which made the 28-layer benchmark chaotic: verify failed at logits cosine 0.575 on a 1900-token image
-prompt, with the ncnn decoder matching the fp32 reference to within its own fp32-vs-fp64 spread when both
-were fed the same embeddings. The benchmark's gains keep it near 1.6.
+output difference over largest output, divided by the same ratio at the input) is what compounds over the 28
+layers. With the tiny model's sharp attention (q/k norms centred on 4) one layer multiplies it by ~10, which
+made the 28-layer benchmark chaotic: verify failed at logits cosine 0.575 on a 1900-token image prompt, with
+the ncnn decoder matching the fp32 reference to within its own fp32-vs-fp64 spread when both were fed the same
+embeddings. The benchmark's gains keep it near 1.6.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import torch
 
-from examples.penguin_vl.checkpoint import layer_shapes
-from examples.penguin_vl.make_tiny import real_dims_tensor
-from examples.qwen3_config import TextConfig
-from examples.qwen3_layers import DecoderLayer, rope_tables, visible_keys
+from graphsurgeon.models.common.qwen3_config import TextConfig
+from graphsurgeon.models.common.qwen3_layers import DecoderLayer, rope_tables, visible_keys
+from graphsurgeon.models.penguin_vl.checkpoint import layer_shapes
+from graphsurgeon.models.penguin_vl.make_tiny import real_dims_tensor
 
 REAL_LLM = TextConfig(
     hidden_size=2048,

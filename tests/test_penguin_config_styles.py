@@ -23,10 +23,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from examples.penguin_vl.config import facts, load_files  # noqa: E402
-from examples.penguin_vl.make_tiny import SHIPPED, VISION_FOLDER  # noqa: E402
-from examples.penguin_vl.model import load_model  # noqa: E402
 from graphsurgeon.formats.safetensors import CheckpointError  # noqa: E402
+from graphsurgeon.models.penguin_vl.config import facts, load_files  # noqa: E402
+from graphsurgeon.models.penguin_vl.make_tiny import SHIPPED, VISION_FOLDER  # noqa: E402
+from graphsurgeon.models.penguin_vl.model import load_model  # noqa: E402
 from graphsurgeon.rewrite.loader import open_rule_file  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 

@@ -1,5 +1,5 @@
-"""The vision sub-modules of examples/penguin_vl/parts.py through pnnx 20261020 and the ncnn wheel: what
-the export will build on.
+"""The vision sub-modules of graphsurgeon/models/penguin_vl/parts.py through pnnx 20261020 and the ncnn wheel:
+what the export will build on.
 
 Each part is traced at one patch count and converted with a second (``inputshape2``, so the patch count
 stays free), then run in ncnn (fp32 options) on a third, non-square grid and compared with the torch
@@ -26,9 +26,9 @@ pytestmark = pytest.mark.slow  # three pnnx conversions, ~35 s
 if shutil.which("pnnx") is None:
     pytest.skip("the pnnx executable is not installed", allow_module_level=True)
 
-from examples.penguin_vl.make_tiny import SHIPPED  # noqa: E402
-from examples.penguin_vl.model import load_model  # noqa: E402
-from examples.penguin_vl.parts import (  # noqa: E402
+from graphsurgeon.models.penguin_vl.make_tiny import SHIPPED  # noqa: E402
+from graphsurgeon.models.penguin_vl.model import load_model  # noqa: E402
+from graphsurgeon.models.penguin_vl.parts import (  # noqa: E402
     VisionEmbedPatch,
     VisionEncoder,
     VisionProjector,

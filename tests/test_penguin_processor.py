@@ -1,5 +1,5 @@
-"""The Penguin-VL processor (examples/penguin_vl/processor.py) against hand-computed sizes, Pillow itself,
-and transformers' tokenizer.
+"""The Penguin-VL processor (graphsurgeon/models/penguin_vl/processor.py) against hand-computed sizes, Pillow
+itself, and transformers' tokenizer.
 
 Oracles: target sizes worked out by hand from the official arithmetic (the float64 intermediates that
 decide a near-tie are written next to each case); pixel values rebuilt in the test from Pillow's own
@@ -21,9 +21,10 @@ pytest.importorskip("tokenizers")
 
 from PIL import Image  # noqa: E402
 
-from examples.penguin_vl.config import load_files, processor_from_dict  # noqa: E402
-from examples.penguin_vl.make_tiny import SHIPPED, make_tiny, preprocessor_config  # noqa: E402
-from examples.penguin_vl.processor import (  # noqa: E402
+from graphsurgeon.errors import GsurgError  # noqa: E402
+from graphsurgeon.models.penguin_vl.config import load_files, processor_from_dict  # noqa: E402
+from graphsurgeon.models.penguin_vl.make_tiny import SHIPPED, make_tiny, preprocessor_config  # noqa: E402
+from graphsurgeon.models.penguin_vl.processor import (  # noqa: E402
     ImageError,
     PenguinTokenizer,
     PromptError,
@@ -36,7 +37,6 @@ from examples.penguin_vl.processor import (  # noqa: E402
     render_chat,
     resize_target,
 )
-from graphsurgeon.errors import GsurgError  # noqa: E402
 from tests.conftest import CORPUS  # noqa: E402
 
 REAL = processor_from_dict(preprocessor_config() | {"max_tokens": 16384})

@@ -1,4 +1,4 @@
-"""The Penguin-VL reference (examples/penguin_vl) against independent oracles.
+"""The Penguin-VL reference (graphsurgeon/models/penguin_vl) against independent oracles.
 
 * The LLM half equals ``transformers.Qwen3ForCausalLM`` loaded from the same LLM tensors (prefill hidden
   states and logits from the fused embeddings, every cached decode step's logits, and the greedy tokens
@@ -28,16 +28,16 @@ pytest.importorskip("tokenizers")
 
 from safetensors.torch import save_file  # noqa: E402
 
-from examples.penguin_vl.config import load_files  # noqa: E402
-from examples.penguin_vl.make_tiny import SHIPPED, make_tiny  # noqa: E402
-from examples.penguin_vl.model import PenguinInputError, PenguinVL, load_model  # noqa: E402
-from examples.penguin_vl.parts import (  # noqa: E402
+from graphsurgeon.models.penguin_vl.config import load_files  # noqa: E402
+from graphsurgeon.models.penguin_vl.make_tiny import SHIPPED, make_tiny  # noqa: E402
+from graphsurgeon.models.penguin_vl.model import PenguinInputError, PenguinVL, load_model  # noqa: E402
+from graphsurgeon.models.penguin_vl.parts import (  # noqa: E402
     VisionEmbedPatch,
     VisionEncoder,
     VisionProjector,
     vision_rope_inputs,
 )
-from examples.penguin_vl.processor import (  # noqa: E402
+from graphsurgeon.models.penguin_vl.processor import (  # noqa: E402
     PenguinTokenizer,
     ProcessedImage,
     load_and_preprocess,
@@ -296,7 +296,7 @@ def test_image_features_must_fill_the_image_tokens(tiny: Any) -> None:
 
 
 def test_the_command_line_runner(tiny: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from examples.penguin_vl.generate import main
+    from graphsurgeon.models.penguin_vl.generate import main
 
     model, tokenizer, images = tiny
     image = CORPUS / "images" / "desert.jpg"

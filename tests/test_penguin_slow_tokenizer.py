@@ -27,10 +27,10 @@ tokenizers = pytest.importorskip("tokenizers")
 transformers = pytest.importorskip("transformers")
 regex = pytest.importorskip("regex")
 
-from examples.penguin_vl.config import load_files  # noqa: E402
-from examples.penguin_vl.make_tiny import SHIPPED  # noqa: E402
-from examples.penguin_vl.processor import PenguinTokenizer, Turn, render_chat  # noqa: E402
-from examples.penguin_vl.tiny_tokenizer import MERGES_FILE, QWEN2_SPLIT, VOCAB_FILE, corpus_lines  # noqa: E402
+from graphsurgeon.models.penguin_vl.config import load_files  # noqa: E402
+from graphsurgeon.models.penguin_vl.make_tiny import SHIPPED  # noqa: E402
+from graphsurgeon.models.penguin_vl.processor import PenguinTokenizer, Turn, render_chat  # noqa: E402
+from graphsurgeon.models.penguin_vl.tiny_tokenizer import MERGES_FILE, QWEN2_SPLIT, VOCAB_FILE, corpus_lines  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 

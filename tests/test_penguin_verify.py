@@ -30,10 +30,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("pnnx")
 
-from examples.penguin_vl import verify as penguin_verify
-from examples.penguin_vl.make_tiny import SHIPPED
-from examples.penguin_vl.ncnn_chain import vision_rope_tables
 from graphsurgeon.cli import main
+from graphsurgeon.models.common import verify_stages
+from graphsurgeon.models.penguin_vl import verify as penguin_verify
+from graphsurgeon.models.penguin_vl.make_tiny import SHIPPED
+from graphsurgeon.models.penguin_vl.ncnn_chain import vision_rope_tables
 from graphsurgeon.verify.llm_chain import read_model_json
 from graphsurgeon.verify.run import VerifyOptions
 from tests.conftest import CORPUS, REPO
@@ -132,7 +133,7 @@ def test_verify_passes_on_the_explicit_rope_conversion(
 def test_without_the_corpus_the_verifier_generates_non_square_images(
     converted: Conversions, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(penguin_verify, "CORPUS_IMAGES", tmp_path / "absent")
+    monkeypatch.setattr(verify_stages, "CORPUS_IMAGES", tmp_path / "absent")
     first = penguin_verify.default_images()
     again = penguin_verify.default_images()
     assert [n for n, _ in first] == ["generated 300x200", "generated 190x260"]

@@ -1,9 +1,10 @@
 """The Qwen3 example's three sub-models exported through graphsurgeon.export and run in the ncnn wheel (exact
 fp32 options) against the torch sub-modules, and the structure pnnx 20261020 gives the decoder (the facts
-examples/qwen3_llm/model.py's docstring states, which the rule file llm-kv-cache.yaml builds on).
+graphsurgeon/models/common/qwen3_llm_model.py's docstring states, which the rule file llm-kv-cache.yaml builds
+on).
 
-The source is loaded as a rule file would load it: ``../examples/qwen3_llm/export.py:build`` relative to
-``rules/``. One export per checkpoint (tied and untied), ~3 s each.
+The source is loaded as a rule file would load it: ``../graphsurgeon/models/common/llm_export.py:build``
+relative to ``rules/``. One export per checkpoint (tied and untied), ~3 s each.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("pnnx")
 
-from examples.qwen3_llm.make_tiny import make_tiny  # noqa: E402
-from examples.qwen3_llm.model import (  # noqa: E402
+from graphsurgeon.export.pnnx_run import ExportedModel, export_all  # noqa: E402
+from graphsurgeon.export.spec import call_source, load_source  # noqa: E402
+from graphsurgeon.formats.param_text import read_param_text  # noqa: E402
+from graphsurgeon.ir.graph import Blob, Layer  # noqa: E402
+from graphsurgeon.models.common.qwen3_llm_model import (  # noqa: E402
     DecoderPart,
     EmbedPart,
     LMHeadPart,
@@ -26,14 +30,11 @@ from examples.qwen3_llm.model import (  # noqa: E402
     load_model,
     rope_tables,
 )
-from graphsurgeon.export.pnnx_run import ExportedModel, export_all  # noqa: E402
-from graphsurgeon.export.spec import call_source, load_source  # noqa: E402
-from graphsurgeon.formats.param_text import read_param_text  # noqa: E402
-from graphsurgeon.ir.graph import Blob, Layer  # noqa: E402
+from graphsurgeon.models.qwen3_llm.make_tiny import make_tiny  # noqa: E402
 from graphsurgeon.verify.ncnn_fp32 import fp32_net, run  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 
-SOURCE = "../examples/qwen3_llm/export.py:build"
+SOURCE = "../graphsurgeon/models/common/llm_export.py:build"
 LENGTHS = (3, 13)  # neither the example length 8 nor pnnx's second length 11
 
 

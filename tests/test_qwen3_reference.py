@@ -1,4 +1,5 @@
-"""The Qwen3 reference model (examples/qwen3_llm) against HF transformers, and its checkpoint writer.
+"""The Qwen3 reference model (graphsurgeon/models/qwen3_llm) against HF transformers, and its checkpoint
+writer.
 
 Oracles: ``transformers.Qwen3ForCausalLM`` loaded from the same checkpoint folder (offline, local path,
 eager attention, fp32) for logits over a prefill and cached decode steps and for greedy tokens; the
@@ -22,9 +23,11 @@ transformers = pytest.importorskip("transformers")
 
 from safetensors.numpy import save_file  # noqa: E402
 
-import examples.qwen3_llm.make_tiny as make_tiny_module  # noqa: E402
-from examples.qwen3_llm.config import config_from_dict  # noqa: E402
-from examples.qwen3_llm.make_tiny import (  # noqa: E402
+import graphsurgeon.models.qwen3_llm.make_tiny as make_tiny_module  # noqa: E402
+from graphsurgeon.formats.safetensors import Checkpoint, CheckpointError  # noqa: E402
+from graphsurgeon.models.common.qwen3_llm_config import config_from_dict  # noqa: E402
+from graphsurgeon.models.common.qwen3_llm_model import load_model  # noqa: E402
+from graphsurgeon.models.qwen3_llm.make_tiny import (  # noqa: E402
     QWEN3_0_6B,
     DType,
     make_tiny,
@@ -32,8 +35,6 @@ from examples.qwen3_llm.make_tiny import (  # noqa: E402
     tiny_config,
     to_bf16_bits,
 )
-from examples.qwen3_llm.model import load_model  # noqa: E402
-from graphsurgeon.formats.safetensors import Checkpoint, CheckpointError  # noqa: E402
 
 PROMPT = [5, 17, 200, 3, 99, 42]
 DECODE = [7, 250, 9, 1]

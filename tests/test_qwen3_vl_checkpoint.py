@@ -1,7 +1,7 @@
-"""The embedded tiny Qwen3-VL checkpoint (issue 16, item 2: examples/qwen3_vl make_tiny.py, tiny_tokenizer.py,
-processor.py): the shipped folder is what the script writes, byte for byte; transformers 5.24 loads it
-with the real structure at small widths; the image processor assembled without torchvision gives the
-inputs HF's ``generate`` runs on, with one ``<|image_pad|>`` per merged 2x2 block.
+"""The embedded tiny Qwen3-VL checkpoint (issue 16, item 2: graphsurgeon/models/qwen3_vl make_tiny.py,
+tiny_tokenizer.py, processor.py): the shipped folder is what the script writes, byte for byte; transformers
+5.24 loads it with the real structure at small widths; the image processor assembled without torchvision gives
+the inputs HF's ``generate`` runs on, with one ``<|image_pad|>`` per merged 2x2 block.
 
 Oracles: transformers' own ``Qwen3VLForConditionalGeneration`` / ``Qwen2VLImageProcessorPil`` /
 ``Qwen2Tokenizer`` (structure, pixel values, token expansion, generation); the prompt string and the token
@@ -25,14 +25,14 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 PIL_Image = pytest.importorskip("PIL.Image")
 
-from examples.qwen3_vl.make_tiny import MAX_PIXELS, MIN_PIXELS, SHIPPED  # noqa: E402
-from examples.qwen3_vl.processor import (  # noqa: E402
+from graphsurgeon.models.qwen3_vl.make_tiny import MAX_PIXELS, MIN_PIXELS, SHIPPED  # noqa: E402
+from graphsurgeon.models.qwen3_vl.processor import (  # noqa: E402
     VideoInputError,
     chat_inputs,
     load_processor,
     user_turn,
 )
-from examples.qwen3_vl.tiny_tokenizer import SPECIAL_TOKENS  # noqa: E402
+from graphsurgeon.models.qwen3_vl.tiny_tokenizer import SPECIAL_TOKENS  # noqa: E402
 from tests.conftest import CORPUS  # noqa: E402
 
 IMAGES = sorted(p for p in (CORPUS / "images").iterdir() if p.suffix in (".png", ".jpg"))
@@ -69,7 +69,10 @@ def test_the_shipped_tiny_checkpoint_is_what_the_script_makes(tmp_path: Path) ->
     out = tmp_path / "tiny"
     repo = Path(__file__).resolve().parents[1]
     subprocess.run(
-        [sys.executable, "-m", "examples.qwen3_vl.make_tiny", str(out)], cwd=repo, check=True, timeout=300
+        [sys.executable, "-m", "graphsurgeon.models.qwen3_vl.make_tiny", str(out)],
+        cwd=repo,
+        check=True,
+        timeout=300,
     )
     shipped = _digests(SHIPPED)
     assert set(shipped) == FILES

@@ -1,4 +1,4 @@
-"""The Qwen3-VL config reader (issue 16, item 2: examples/qwen3_vl/config.py) in both config styles
+"""The Qwen3-VL config reader (issue 16, item 2: graphsurgeon/models/qwen3_vl/config.py) in both config styles
 transformers saves, and its refusals.
 
 Oracles: transformers 5.24's own reading of the same folders (``AutoConfig`` / ``GenerationConfig``
@@ -20,10 +20,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from examples.qwen3_vl.config import facts, load_config, load_image_processor  # noqa: E402
-from examples.qwen3_vl.make_tiny import SHIPPED, write_transformers_4_style  # noqa: E402
 from graphsurgeon.errors import GsurgError  # noqa: E402
 from graphsurgeon.formats.safetensors import CheckpointError  # noqa: E402
+from graphsurgeon.models.qwen3_vl.config import facts, load_config, load_image_processor  # noqa: E402
+from graphsurgeon.models.qwen3_vl.make_tiny import SHIPPED, write_transformers_4_style  # noqa: E402
 
 Edit = Callable[[dict[str, Any]], None]
 

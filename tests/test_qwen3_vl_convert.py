@@ -27,18 +27,18 @@ import torch
 import transformers
 from safetensors.numpy import load_file, save_file
 
-from examples.qwen3_layers import causal_mask
-from examples.qwen3_vl.make_tiny import write_transformers_4_style
 from graphsurgeon.cli import main
 from graphsurgeon.formats.json_schema import load_schema
 from graphsurgeon.formats.model_json import read_model_json
 from graphsurgeon.formats.param_text import read_param_text
+from graphsurgeon.models.common.qwen3_layers import causal_mask
+from graphsurgeon.models.qwen3_vl.make_tiny import write_transformers_4_style
 from graphsurgeon.rewrite.loader import open_rule_file
 from graphsurgeon.verify.ncnn_fp32 import fp32_net
 from tests.conftest import REPO
 
 RULES = REPO / "rules" / "qwen3_vl.yaml"
-TINY = REPO / "examples" / "qwen3_vl" / "tiny"
+TINY = REPO / "graphsurgeon" / "models" / "qwen3_vl" / "tiny"
 SCHEMA = REPO / "schemas" / "model_json" / "qwen3_vl.v1.schema.json"
 TAPS = 3
 NETS = (
@@ -512,8 +512,8 @@ def test_an_mrope_section_not_summing_to_half_the_head_is_refused(
 def test_a_sharded_checkpoint_missing_a_tensor_is_named_by_its_index(tmp_path: Path) -> None:
     """The header check reads a ``model.safetensors.index.json`` too: a tensor the index does not list is
     missing, whatever the shard holds."""
-    from examples.qwen3_vl.export import check_tensors
     from graphsurgeon.formats.safetensors import CheckpointError
+    from graphsurgeon.models.qwen3_vl.export import check_tensors
 
     ckpt = shutil.copytree(TINY, tmp_path / "ckpt")
     (ckpt / "model.safetensors").rename(ckpt / "model-00001-of-00001.safetensors")
@@ -530,8 +530,8 @@ def test_a_sharded_checkpoint_missing_a_tensor_is_named_by_its_index(tmp_path: P
 
 def test_the_export_refuses_a_config_with_another_number_of_deepstack_taps() -> None:
     """The rule file declares three DeepStack merger graphs; a source asked for two names the key."""
-    from examples.qwen3_vl.export import build
     from graphsurgeon.export.errors import ExportError
+    from graphsurgeon.models.qwen3_vl.export import build
 
     with pytest.raises(
         ExportError, match=r"config\.json: vision_config\.deepstack_visual_indexes has 3 taps"
@@ -570,7 +570,7 @@ def test_apply_refuses_a_template_that_renders_outside_the_schema(
     """A rule file including qwen3_vl.yaml, its model.json template replaced by one that drops the
     decoder's MRoPE section: the schema check fails before anything is written into an existing output
     folder."""
-    broken = (REPO / "examples" / "qwen3_vl" / "model.json.j2").read_text()
+    broken = (REPO / "graphsurgeon" / "models" / "qwen3_vl" / "model.json.j2").read_text()
     needle = '"mrope_section": {{ data.mrope_section | json }}, '
     assert needle in broken
     (tmp_path / "model.json.j2").write_text(broken.replace(needle, ""))

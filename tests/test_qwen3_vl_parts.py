@@ -1,8 +1,9 @@
-"""The Qwen3-VL export parts (``examples/qwen3_vl/parts.py``) and grid tables (``vision_tables.py``) against
-HF transformers 5.24's own Qwen3-VL, built at test time from a small random ``Qwen3VLConfig`` (fp32, CPU):
-each part equals the HF module it replaces, each table HF's own helper, and the parts chained equal HF's
-whole model (``Qwen3VLForConditionalGeneration.forward``: vision, fused embeddings, DeepStack, prefill
-logits, decode steps with a cache), HF's intermediate values read with forward hooks on its modules.
+"""The Qwen3-VL export parts (``graphsurgeon/models/qwen3_vl/parts.py``) and grid tables
+(``vision_tables.py``) against HF transformers 5.24's own Qwen3-VL, built at test time from a small random
+``Qwen3VLConfig`` (fp32, CPU): each part equals the HF module it replaces, each table HF's own helper, and the
+parts chained equal HF's whole model (``Qwen3VLForConditionalGeneration.forward``: vision, fused embeddings,
+DeepStack, prefill logits, decode steps with a cache), HF's intermediate values read with forward hooks on its
+modules.
 
 The slow tests export every part with pnnx (``graphsurgeon.export``), check what ncnn ops it made and run
 the graphs in the ncnn wheel (exact fp32) at sizes other than the traced ones.
@@ -23,8 +24,8 @@ pytest.importorskip("transformers")
 import torch
 import transformers
 
-from examples.qwen3_layers import KVCache, causal_mask
-from examples.qwen3_vl.parts import (
+from graphsurgeon.models.common.qwen3_layers import KVCache, causal_mask
+from graphsurgeon.models.qwen3_vl.parts import (
     DecoderPart,
     DeepStackMergerPart,
     EmbedPart,
@@ -38,7 +39,7 @@ from examples.qwen3_vl.parts import (
     text_config,
     text_model,
 )
-from examples.qwen3_vl.vision_tables import (
+from graphsurgeon.models.qwen3_vl.vision_tables import (
     interpolated_pos_embed,
     merge_block_positions,
     vision_rope_tables,

@@ -1,6 +1,6 @@
-"""``gsurg verify`` on Qwen3-VL (issue 16, item 4): the verifier ``examples/qwen3_vl/verify.py`` runs the
-converted nets through ``examples/qwen3_vl/ncnn_chain.py`` (model.json only) against HF transformers' own
-``Qwen3VLForConditionalGeneration`` and ``generate``.
+"""``gsurg verify`` on Qwen3-VL (issue 16, item 4): the verifier ``graphsurgeon/models/qwen3_vl/verify.py``
+runs the converted nets through ``graphsurgeon/models/qwen3_vl/ncnn_chain.py`` (model.json only) against HF
+transformers' own ``Qwen3VLForConditionalGeneration`` and ``generate``.
 
 One module-scoped apply of the tiny model passes every stage with the default cases (three prompts x a
 portrait and a landscape image, a prompt with both images, a text-only prompt; 32 tokens).

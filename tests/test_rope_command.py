@@ -382,7 +382,7 @@ def test_head_dim_from_hidden_over_heads_and_qwen3_vl_interleaves_whatever_the_f
     assert code == 0
     settings = json.loads(out)["settings"]
     assert (settings["head_dim"], settings["model_layout"]) == (HEAD_DIM, "interleaved")
-    assert "mrope_interleaved is false, but HF's qwen3_vl always interleaves" in err
+    assert "mrope_interleaved is false, but HF's qwen3_vl is always interleaved" in err
     cfg["model_type"] = "some_vl"  # a model HF does not pin: the flag decides
     (folder / "config.json").write_text(json.dumps(cfg))
     assert _json(capsys, str(folder), "--layout", "text:2")["settings"]["model_layout"] == "block"

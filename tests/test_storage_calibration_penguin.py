@@ -26,19 +26,19 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("pnnx")
 
-from examples.penguin_vl.export import build  # noqa: E402
 from graphsurgeon.cli import main  # noqa: E402
 from graphsurgeon.formats.model_bin import walk_bin  # noqa: E402
 from graphsurgeon.formats.param_text import read_param_text  # noqa: E402
 from graphsurgeon.ir.graph import Graph  # noqa: E402
 from graphsurgeon.ir.weights import Storage  # noqa: E402
+from graphsurgeon.models.penguin_vl.export import build  # noqa: E402
 from graphsurgeon.verify.ncnn_fp32 import fp32_net  # noqa: E402
 from tests.conftest import CORPUS, REPO  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 RULES = REPO / "rules" / "penguin_vl.yaml"
-CHECKPOINT = REPO / "examples" / "penguin_vl" / "tiny"
+CHECKPOINT = REPO / "graphsurgeon" / "models" / "penguin_vl" / "tiny"
 IMAGE = CORPUS / "images" / "desert.jpg"
 GRAPHS = ("vision_embed_patch", "vision_encoder", "vision_projector", "embed", "decoder", "lm_head")
 

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from examples.qwen3_llm.make_tiny import make_tiny
 from graphsurgeon.cli import main
+from graphsurgeon.models.qwen3_llm.make_tiny import make_tiny
 from graphsurgeon.verify.criteria import criteria_for
 from graphsurgeon.verify.lossless_storage import Lossless, lossless_float_storage, map_path
 
 REPO = Path(__file__).resolve().parents[1]
-TINY_FP32 = REPO / "examples" / "qwen3_llm" / "tiny"
+TINY_FP32 = REPO / "graphsurgeon" / "models" / "qwen3_llm" / "tiny"
 
 
 def _apply(out: Path, storage: str, checkpoint: Path) -> dict[str, Any]:
@@ -133,13 +133,13 @@ def _bf16_vlm_checkpoint(model: str, folder: Path) -> Path:
     """The tiny VLM's checkpoint with every float tensor stored bf16: Penguin-VL's written so by its
     make_tiny, Qwen3-VL's (written fp32 by transformers' classes) cast by torch, as a bf16 save would."""
     if model == "penguin_vl":
-        from examples.penguin_vl.make_tiny import make_tiny as make_penguin
+        from graphsurgeon.models.penguin_vl.make_tiny import make_tiny as make_penguin
 
         return make_penguin(folder, dtype="bf16")
     import torch
     from safetensors.torch import load_file, save_file
 
-    shutil.copytree(REPO / "examples" / model / "tiny", folder)
+    shutil.copytree(REPO / "graphsurgeon" / "models" / model / "tiny", folder)
     for file in folder.glob("*.safetensors"):
         tensors = load_file(file)
         cast = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in tensors.items()}

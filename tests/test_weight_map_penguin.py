@@ -23,17 +23,17 @@ import yaml
 pytest.importorskip("torch")
 pytest.importorskip("pnnx")
 
-from examples.qwen3_llm.make_tiny import make_tiny
 from graphsurgeon.cli import main
 from graphsurgeon.formats.model_bin import walk_bin
 from graphsurgeon.formats.param_text import read_param_text
+from graphsurgeon.models.qwen3_llm.make_tiny import make_tiny
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
 PENGUIN = REPO / "rules" / "penguin_vl.yaml"
 LLM = REPO / "rules" / "llm-kv-cache.yaml"
-CHECKPOINT = REPO / "examples" / "penguin_vl" / "tiny" / "model.safetensors"
+CHECKPOINT = REPO / "graphsurgeon" / "models" / "penguin_vl" / "tiny" / "model.safetensors"
 GRAPHS = ("vision_embed_patch", "vision_encoder", "vision_projector", "embed", "decoder", "lm_head")
 FP16_TOL = ("2.9802322387695312e-08", "0.00048828125")  # 2^-25, 2^-11
 

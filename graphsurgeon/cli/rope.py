@@ -22,11 +22,11 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "rope",
         help="MRoPE positions and angles of a prompt layout; compare interleaved, block and 1-D layouts",
-        description="Compute the 3-D MRoPE position (t, h, w) of every token of a prompt layout (Qwen3-VL's "
-        "counter), the axis each rotary frequency slot reads under each layout and the angle pos*inv_freq; "
-        "compare the first layout with the others: slots each layout can vary across an image, the largest "
-        "|delta angle| with its token, slot and position. Settings from a model.json, a checkpoint's "
-        "config.json (or its folder), or the flags.",
+        description="Compute the 3-D MRoPE position (t, h, w) of every token of a prompt layout (HF's "
+        "get_rope_index counter), the axis each rotary frequency slot reads under each layout and the angle "
+        "pos*inv_freq; compare the first layout with the others: slots each layout can vary across an image, "
+        "the largest |delta angle| with its token, slot and position. Settings from a model.json, a "
+        "checkpoint's config.json (or its folder), or the flags.",
     )
     parser.add_argument(
         "settings",

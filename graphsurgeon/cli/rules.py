@@ -15,12 +15,14 @@ from graphsurgeon.cli.apply_text import (
     table,
 )
 from graphsurgeon.cli.common import add_report_options, report_text
+from graphsurgeon.cli.conversions import resolve_rules
 from graphsurgeon.pipeline.apply import explain_rule, run_apply
 from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.rulefile import json_schema as rules_json_schema
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    resolve_rules(args)
     sets = parse_sets(args.set or [])
     progress = Progress(verbose=args.verbose)
     notes: list[str] = []
@@ -90,16 +92,24 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     apply = sub.add_parser(
         "apply",
-        help="run a rule file on a model (or the models it names)",
-        description="Load a YAML rule file, run each graph's rules in order (each to a fixed point, with "
-        "expected match counts), and write the results with their original file names into --out, with a "
-        "*.gsurg.json provenance sidecar.",
+        help="run a rule file, or a shipped conversion by name, on a model (or the models it names)",
+        description="Load a YAML rule file (or the rule file of a conversion named as gsurg conversions "
+        "lists them), run each graph's rules in order (each to a fixed point, with expected match counts), "
+        "and write the results with their original file names into --out, with a *.gsurg.json provenance "
+        "sidecar.",
     )
-    apply.add_argument("rules", help="the rule file (YAML)")
+    apply.add_argument(
+        "rules",
+        metavar="RULES|NAME",
+        help="the rule file (YAML), or a conversion's name (gsurg conversions; --out defaults to out/NAME)",
+    )
     apply.add_argument("input", nargs="?", help="the model's .param, available to the rules as input 'model'")
     apply.add_argument("--bin", help="the model's .bin")
     apply.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a rule-file variable")
     apply.add_argument("--out", help="output folder")
+    apply.add_argument(
+        "--checkpoint", metavar="DIR", help="the checkpoint to convert (the same as --set checkpoint=DIR)"
+    )
     apply.add_argument(
         "--strict", action="store_true", help="re-lint after every rule; stop at the first break"
     )

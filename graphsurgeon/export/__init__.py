@@ -17,7 +17,7 @@ package, so the rest of gsurg never needs them.
 
 Typical use::
 
-    source = load_source("../examples/qwen3_llm/export.py:build", rule_file.parent)
+    source = load_source("package.module:build", rule_file.parent)
     specs = call_source(source, ref, {"export_length": 8}, checkpoint_dir)
     models = export_all(specs, work_dir, progress=print)
     models["decoder"].param, models["decoder"].bin

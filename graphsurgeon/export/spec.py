@@ -6,7 +6,7 @@ variables and a checkpoint folder (or None), it returns the sub-models to export
 
 * ``path/to/file.py:build`` -- a file, relative to the rule file's folder (or absolute). The file is loaded
   as a module of a package made for its folder, so it reaches sibling files with relative imports
-  (``from .model import Qwen3``) and nothing is added to ``sys.path``;
+  (``from .model import Net``) and nothing is added to ``sys.path``;
 * ``package.module:build`` -- a dotted import from ``sys.path``.
 
 Every failure (no file, no attribute, not callable, the import or the call raising) is an ``ExportError``

@@ -1,25 +1,25 @@
 """``model.json``: the file a rule file's side-file template writes beside the models for a runtime. Its
-contract is a JSON Schema per **family** of layouts, ``schemas/model_json/<family>.v<version>.schema.json``
-(packaged in the wheel as ``graphsurgeon/_data/schemas``); every model.json starts with
+contract is a JSON Schema per **family** of layouts, ``<family>.v<version>.schema.json`` in the family's
+folder (``graphsurgeon/models/<family>/``, found through ``graphsurgeon.registry``); every model.json starts
+with
 
 * ``format``: ``"gsurg-model"`` — a model.json gsurg wrote;
-* ``family``: which layout (``penguin_vl``, ``qwen3_llm``): the schema file's name;
-* ``version``: the layout's version within its family (a new family starts at 1; ``penguin_vl`` and
-  ``qwen3_llm`` start at 2, their version 1 being the layouts written before families, with ``format``
-  a ``gsurg-<layout>`` name of their own, which a reader names as such).
+* ``family``: which layout: the schema file's name;
+* ``version``: the layout's version within its family (a new family starts at 1; a family whose layout
+  predates families starts at 2, its version 1 having had a ``gsurg-<layout>`` format of its own, which a
+  reader names as such).
 
 A reader names the families it reads; ``read_model_json`` picks the schema from the file's own family and
 version and validates the whole file against it, so every error names the file and the key
-(``entry "decoder.rope.theta" must be a number, not "x"``). Adding a family is adding a schema file, the
-template that writes it (beside its model, ``examples/<model>/model.json.j2``) and a rule file's side-file
-entry naming both; its readers name the family. Nothing here changes. The writer validates against the
-schema the rule file names (``side_files: - {template: ..., schema: ...}``, ``pipeline.side_files``).
+(``entry "decoder.rope.theta" must be a number, not "x"``). Adding a family is adding its folder with the
+schema file and the template that writes it, and a rule file's side-file entry naming both; its readers
+name the family. Nothing here changes. The writer validates against the schema the rule file names
+(``side_files: - {template: ..., schema: ...}``, ``pipeline.side_files``).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -27,35 +27,28 @@ from typing import Any
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.json_schema import Violation, load_schema, shown, type_name
 from graphsurgeon.input_files import Raise, read_json_input
-from graphsurgeon.resources import resource_dir
+from graphsurgeon.registry import schema_files
 
 FORMAT = "gsurg-model"
 #: ``format`` of every model.json gsurg writes; an earlier gsurg layout (version 1, before families and
 #: schemas) named its own ``gsurg-<layout>`` format instead.
-_SCHEMA_NAME = re.compile(r"(?P<family>[a-z][a-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.schema\.json")
 
 
 class ModelJsonError(GsurgError):
     """A model.json that is not one of the families its reader reads, or breaks its family's schema."""
 
 
-def schema_folder() -> Path:
-    """The folder of the model.json schemas (checkout or wheel)."""
-    return resource_dir("schemas") / "model_json"
-
-
-def schema_file(family: str, version: int) -> Path:
-    return schema_folder() / f"{family}.v{version}.schema.json"
+def schema_file(family: str, version: int) -> Path | None:
+    """The schema of ``family`` at ``version``, or None when no family folder holds one."""
+    return schema_files().get((family, version))
 
 
 def known_schemas() -> dict[str, list[int]]:
     """Family -> the versions a schema file exists for (sorted)."""
     found: dict[str, list[int]] = {}
-    for path in sorted(schema_folder().iterdir()):
-        m = _SCHEMA_NAME.fullmatch(path.name)
-        if m:
-            found.setdefault(m["family"], []).append(int(m["version"]))
-    return {family: sorted(versions) for family, versions in found.items()}
+    for family, version in schema_files():
+        found.setdefault(family, []).append(version)
+    return {family: sorted(versions) for family, versions in sorted(found.items())}
 
 
 def _refuse(error: Raise, where: str, violation: Violation | str) -> GsurgError:
@@ -87,7 +80,7 @@ def check_model_json(
     if type_name(version) != "integer":
         raise _refuse(error, where, Violation("version", f"must be an integer, not {shown(version)}"))
     path = schema_file(family, version)
-    if not path.is_file():
+    if path is None:
         versions = known_schemas().get(family, [])
         known = ", ".join(map(str, versions)) or "none"
         why = f"is {version}: family {family} has no schema of that version (known: {known})"

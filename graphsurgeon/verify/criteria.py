@@ -14,8 +14,8 @@ judged by how close it stays, not by equality:
 * the mean **KL divergence** ``KL(reference || ours)`` of the next-token distributions over all those
   steps, in nats, at most ``max_mean_kl``.
 
-The thresholds were measured on the embedded tiny Qwen3 LLM (random weights) and set with a margin; the
-measurements of every tiny model are in the README's accuracy table, and ``tests/test_verify_precision.py``
+The thresholds were measured on the shipped tiny decoder-only LLM (random weights) and set with a margin;
+the measurements of every tiny model are in docs/precision.md, and ``tests/test_verify_precision.py``
 enforces them (the LLM must pass them; the tiny VLMs, far more sensitive, their own measured bounds).
 """
 
@@ -63,10 +63,10 @@ class Criteria:
 EXACT = Criteria("fp32", "fp32", MIN_COSINE, 1.0, math.inf)
 
 #: (mean stage cosine, teacher-forced agreement, mean KL) per weight storage, for runs that are not exact.
-#: Measured on the tiny Qwen3 LLM (examples/qwen3_llm/tiny: 0.99980 / 94.8 % / 0.0031 at int8, 0.99810 /
-#: 90.6 % / 0.022 at int6, 0.97527 / 62.5 % / 0.28 at int4) and set with a margin. The tiny VLMs' random
-#: LLM halves amplify every rounding far more than that (README, "What each precision costs"): they miss
-#: these at int storage, and their own measured figures are held as regression bounds by the tests.
+#: Measured on the shipped tiny decoder-only LLM (0.99980 / 94.8 % / 0.0031 at int8, 0.99810 / 90.6 % /
+#: 0.022 at int6, 0.97527 / 62.5 % / 0.28 at int4) and set with a margin. The tiny VLMs' random LLM halves
+#: amplify every rounding far more than that (docs/precision.md): they miss these at int storage, and their
+#: own measured figures are held as regression bounds by the tests.
 _APPROXIMATE = {
     "fp32": (0.9999, 0.95, 0.002),  # fp32 weights at fp16 / auto precision
     "fp16": (0.9995, 0.9, 0.01),

@@ -4,8 +4,8 @@
 
 ``model.json`` names the nets and their interface blobs, and the decoder's RoPE (theta, head_dim); the
 decoder's blob roles are found from its graph (``kv_signature``). ``LlmChain`` reads it through
-``formats.model_json``: a model.json of one of the families it is given (``qwen3_llm`` unless told), checked
-against that family's schema, so a missing or mistyped entry is an error naming the key."""
+``formats.model_json``: a model.json of one of the families its caller names (the family that wrote it),
+checked against that family's schema, so a missing or mistyped entry is an error naming the key."""
 
 from __future__ import annotations
 
@@ -24,11 +24,6 @@ from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.kv_session import KVDecoder, KVSession
 from graphsurgeon.verify.ncnn_fp32 import Precision, load_net
 from graphsurgeon.verify.rope import rope_inv_freq
-
-#: The model.json families ``LlmChain`` reads by default (its own rule file's, ``rules/llm-kv-cache.yaml``).
-#: Another family whose schema has the same ``nets.embed``/``decoder``/``lm_head`` and ``decoder`` entries
-#: is passed by its reader (``examples/penguin_vl/ncnn_chain.py``).
-LLM_FAMILIES = ("qwen3_llm",)
 
 
 def read_model_json(folder: Path) -> dict[str, Any]:
@@ -52,7 +47,7 @@ class LlmChain:
         self,
         folder: Path | str,
         *,
-        families: Collection[str] = LLM_FAMILIES,
+        families: Collection[str],
         num_threads: int = 1,
         precision: Precision = "fp32",
     ) -> None:

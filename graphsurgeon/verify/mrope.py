@@ -6,16 +6,16 @@ A *slot* is one of the ``head_dim/2`` rotary frequencies ``inv[i] = theta^(-2i/h
 values HF computes); its angle for a token is ``pos[axis(i)] * inv[i]`` in float32, and cos/sin of it fill
 columns ``i`` and ``i + head_dim/2``. Layouts, for ``mrope_section = [T, H, W]`` (summing to head_dim/2):
 
-- ``interleaved`` (Qwen3-VL; transformers 5.24 ``Qwen3VLTextRotaryEmbedding.recomposition_frequencies``):
+- ``interleaved`` (transformers 5.24's interleaved ``recomposition_frequencies``):
   slot i reads H if ``i % 3 == 1 and i < 3*H``, W if ``i % 3 == 2 and i < 3*W``, else T. ``T`` itself is
   never read; with [24, 20, 20] this gives T 24, H 20, W 20 slots;
-- ``block`` (Qwen2-VL / Qwen2.5-VL): the first T slots read T, the next H read H, the last W read W;
+- ``block`` (contiguous sections): the first T slots read T, the next H read H, the last W read W;
 - ``1d``: every slot reads T, i.e. each image collapses to one position (that of its first token).
 
-Positions (Qwen3-VL's counter, ``get_rope_index``): a counter p starts at 0; a text token is (p, p, p)
-and p += 1; an image of patch grid 1×h×w with spatial merge m has h' = h/m rows and w' = w/m columns of
-tokens, token j is (p, p + j // w', p + j % w'), then p += max(h', w'). Tokens after the prompt (decode
-steps) continue as text tokens.
+Positions (HF's ``get_rope_index`` counter of the MRoPE models): a counter p starts at 0; a text token
+is (p, p, p) and p += 1; an image of patch grid 1×h×w with spatial merge m has h' = h/m rows and w' = w/m
+columns of tokens, token j is (p, p + j // w', p + j % w'), then p += max(h', w'). Tokens after the prompt
+(decode steps) continue as text tokens.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from graphsurgeon.verify.rope import rope_inv_freq
 
 LAYOUTS = ("interleaved", "block", "1d")
 AXES = "THW"
-#: The most tokens a layout may hold: Qwen3-VL's max_position_embeddings (262144); it bounds the tables.
+#: The most tokens a layout may hold (2^18, above the contexts these models declare); it bounds the tables.
 MAX_TOKENS = 1 << 18
 
 
@@ -239,7 +239,7 @@ class Prompt:
 
 
 def positions(segments: Sequence[Segment], merge: int) -> Prompt:
-    """Qwen3-VL's position counter over ``segments`` (module docstring)."""
+    """The MRoPE position counter over ``segments`` (module docstring)."""
     tokens: list[Token] = []
     images: list[Image] = []
     p = 0

@@ -8,9 +8,10 @@
 ``config.json``: the text settings are in ``text_config`` (or at the top level for a text-only config),
 the RoPE dict in ``rope_parameters`` (transformers 5) or ``rope_scaling`` (4.x, with ``rope_theta`` beside
 it), ``head_dim`` or ``hidden_size / num_attention_heads``, the spatial merge in
-``vision_config.spatial_merge_size`` (default 2). The model's layout: Qwen3-VL (``model_type`` qwen3_vl*)
-is interleaved whatever ``mrope_interleaved`` says (HF ignores the flag), Qwen2-VL and Qwen2.5-VL are
-block; another model type follows ``mrope_interleaved`` if it is given.
+``vision_config.spatial_merge_size`` (default 2). The model's layout: the one a model family declares for
+the config's ``model_type`` (``family.yaml`` ``mrope_layouts``, through ``graphsurgeon.registry``: a
+family whose HF class ignores the ``mrope_interleaved`` flag says so there), else ``mrope_interleaved`` if
+it is given.
 
 Every error is one MropeError line naming the file and the key.
 """
@@ -21,11 +22,10 @@ import os
 from typing import Any
 
 from graphsurgeon.input_files import read_json_input
+from graphsurgeon.registry import mrope_layout
 from graphsurgeon.verify.mrope import MropeError, RopeSettings
 
-INTERLEAVED_TYPES = ("qwen3_vl", "qwen3_vl_moe", "qwen3_vl_text", "qwen3_vl_moe_text")
-BLOCK_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text")
-#: ``rope_type`` values whose inv_freq is the plain ``theta^(-2i/d)`` (4.x Qwen2-VL configs say "mrope").
+#: ``rope_type`` values whose inv_freq is the plain ``theta^(-2i/d)`` (some 4.x configs say "mrope").
 DEFAULT_ROPE_TYPES = ("default", "mrope")
 #: A config.json is a few KB; this bounds what is read.
 SETTINGS_LIMIT = 16 << 20
@@ -138,14 +138,14 @@ def _from_config(file: str, data: dict[str, Any]) -> RopeSettings:
     model_type = str(data.get("model_type", ""))
     notes: list[str] = []
     flag = rope.get("mrope_interleaved")
-    if model_type in INTERLEAVED_TYPES:
-        layout: str | None = "interleaved"
-        if flag is False:
+    declared = mrope_layout(model_type)
+    if declared is not None:
+        layout: str | None = declared
+        if isinstance(flag, bool) and flag != (declared == "interleaved"):
             notes.append(
-                f"{rprefix}mrope_interleaved is false, but HF's {model_type} always interleaves: interleaved"
+                f"{rprefix}mrope_interleaved is {str(flag).lower()}, but HF's {model_type} is always "
+                f"{declared} (its family declares it): {declared}"
             )
-    elif model_type in BLOCK_TYPES:
-        layout = "block"
     elif isinstance(flag, bool):
         layout = "interleaved" if flag else "block"
     else:

@@ -1,4 +1,4 @@
-"""ctest checks of penguin_vl_run against the fp32 PyTorch reference of ``examples/penguin_vl``:
+"""ctest checks of penguin_vl_run against the fp32 PyTorch reference of ``graphsurgeon/models/penguin_vl``:
 
     check_generate.py convert --out DIR
     check_generate.py greedy|sampling|bad-input --runner EXE --model DIR [--wrapper CMD]
@@ -66,7 +66,7 @@ CONVERSION_INPUTS = (
     "rules/penguin_vl.yaml",
     "rules/llm-kv-cache.yaml",
     "schemas/model_json",
-    "examples/penguin_vl",
+    "graphsurgeon/models/penguin_vl",
 )
 
 
@@ -84,7 +84,10 @@ def convert(out: Path, *, untied: bool = False) -> None:
     if untied:
         checkpoint = out.with_name(out.name + ".checkpoint")
         shutil.rmtree(checkpoint, ignore_errors=True)
-        run_python(["-m", "examples.penguin_vl.make_tiny", str(checkpoint), "--untied"], "make_tiny --untied")
+        run_python(
+            ["-m", "graphsurgeon.models.penguin_vl.make_tiny", str(checkpoint), "--untied"],
+            "make_tiny --untied",
+        )
         settings = ["--set", f"checkpoint={checkpoint}"]
     gsurg_apply(REPO / "rules" / "penguin_vl.yaml", out, CONVERSION_INPUTS, settings)
 
@@ -346,9 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "dump-pixels":
         if len(args.paths) != 2:
             parser.error("dump-pixels needs IMAGE OUT")
-        from examples.penguin_vl.config import load_files
-        from examples.penguin_vl.make_tiny import SHIPPED
-        from examples.penguin_vl.processor import load_and_preprocess
+        from graphsurgeon.models.penguin_vl.config import load_files
+        from graphsurgeon.models.penguin_vl.make_tiny import SHIPPED
+        from graphsurgeon.models.penguin_vl.processor import load_and_preprocess
 
         write_pixel_values(load_and_preprocess(args.paths[0], load_files(SHIPPED).processor), args.paths[1])
         return 0

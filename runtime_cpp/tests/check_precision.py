@@ -1,25 +1,25 @@
 """ctest checks of the runners' block-quantized and fp16 paths against the ``ncnn`` wheel running the same
-converted nets in Python (``examples/penguin_vl/ncnn_chain.py`` ``PenguinNcnn``,
-``examples/qwen3_vl/ncnn_chain.py`` ``Qwen3VLNcnn``): both sides are ncnn 1.0.20261020 on the same CPU, so
-their greedy tokens must be equal, not close — except where the build's int8 kernels are not the wheel's.
-ncnn's 8-bit Gemm is written per instruction set (the wheel here dispatches to its AVX-512 VNNI kernels; the
-mingw build is the lean AVX2 one, the aarch64 build NEON): each sums its per-block rescaled products in its
-own order, the tiny random models amplify those last bits, and the mingw build's int8 tokens part from the
-wheel's after six steps. And on ARM ``--precision fp16``/``auto`` really compute in fp16 (ncnn's ``Net``
-casts the activations between layers to fp16 there), where x86 keeps fp32. A cross build
+converted nets in Python (``graphsurgeon/models/penguin_vl/ncnn_chain.py`` ``PenguinNcnn``,
+``graphsurgeon/models/qwen3_vl/ncnn_chain.py`` ``Qwen3VLNcnn``): both sides are ncnn 1.0.20261020 on the same
+CPU, so their greedy tokens must be equal, not close — except where the build's int8 kernels are not the
+wheel's. ncnn's 8-bit Gemm is written per instruction set (the wheel here dispatches to its AVX-512 VNNI
+kernels; the mingw build is the lean AVX2 one, the aarch64 build NEON): each sums its per-block rescaled
+products in its own order, the tiny random models amplify those last bits, and the mingw build's int8 tokens
+part from the wheel's after six steps. And on ARM ``--precision fp16``/``auto`` really compute in fp16 (ncnn's
+``Net`` casts the activations between layers to fp16 there), where x86 keeps fp32. A cross build
 (``CMAKE_CROSSCOMPILING``) therefore passes ``--cross-prefix 4``: in its int8 cases and its fp16/auto cases
 the first four tokens (the prefill and three decode steps, where wrong rows, scales or a lost precision
 setting already show) must be equal, and a note says where the rest part; int4 (the runner's own 4/6-bit
-kernel, runner/include/pvl/lowbit_kernel.hpp, which rounds as ncnn's scalar loop in the wheel does) and
-the exact fp32 cases stay exact everywhere. On an ARM target (``--fp16-teacher-forced``) the fp16/auto
-cases are judged as ``gsurg verify`` judges an approximate run: the runner is fed the chain's exact fp32
-tokens (``--force-ids``) and its picks, pooled over both prompts, must agree with them at least as often as
-``graphsurgeon/verify/criteria.py`` asks of fp32 weights run at fp16 (free-running tokens of the tiny
-random models part from the x86 wheel's at the first near-tie, which says little). With
-``--int8-teacher-forced`` (ARM too) the int8 cases are judged the same way, against the chain's own int8
-greedy tokens, pooled over both prompts, once mapped and once with ``--no-mmap``, above a regression bound
-(``INT8_ON_ARM_BOUNDS``): ncnn's NEON 8-bit kernel rounds otherwise than the wheel's, and with the image the
-tiny Penguin-VL's first greedy token already depends on those last bits.
+kernel, runner/include/pvl/lowbit_kernel.hpp, which rounds as ncnn's scalar loop in the wheel does) and the
+exact fp32 cases stay exact everywhere. On an ARM target (``--fp16-teacher-forced``) the fp16/auto cases are
+judged as ``gsurg verify`` judges an approximate run: the runner is fed the chain's exact fp32 tokens
+(``--force-ids``) and its picks, pooled over both prompts, must agree with them at least as often as
+``graphsurgeon/verify/criteria.py`` asks of fp32 weights run at fp16 (free-running tokens of the tiny random
+models part from the x86 wheel's at the first near-tie, which says little). With ``--int8-teacher-forced``
+(ARM too) the int8 cases are judged the same way, against the chain's own int8 greedy tokens, pooled over both
+prompts, once mapped and once with ``--no-mmap``, above a regression bound (``INT8_ON_ARM_BOUNDS``): ncnn's
+NEON 8-bit kernel rounds otherwise than the wheel's, and with the image the tiny Penguin-VL's first greedy
+token already depends on those last bits.
 
     check_precision.py convert --family penguin_vl|qwen3_vl --quantized int8=DIR [--quantized int4=DIR]
                        [--quantized bf16=DIR]
@@ -162,21 +162,21 @@ def _model_doc(model: Path, family: str) -> dict[str, Any]:
 
 class PenguinSide:
     """Penguin-VL: ids from the checkpoint's tokenizer and chat template, patches from
-    ``examples/penguin_vl/processor.py`` (raster order), the first corpus image."""
+    ``graphsurgeon/models/penguin_vl/processor.py`` (raster order), the first corpus image."""
 
     program = "penguin_vl_run"
     family = "penguin_vl"
     rules = "rules/penguin_vl.yaml"
 
     def __init__(self, model: Path) -> None:
-        from examples.penguin_vl.config import load_files
-        from examples.penguin_vl.processor import PenguinTokenizer
+        from graphsurgeon.models.penguin_vl.config import load_files
+        from graphsurgeon.models.penguin_vl.processor import PenguinTokenizer
 
         self.files = load_files(Path(_model_doc(model, self.family)["verifier"]["checkpoint"]))
         self.tokenizer = PenguinTokenizer(self.files)
 
     def cases(self, work: Path) -> list[Case]:
-        from examples.penguin_vl.processor import load_and_preprocess, prompt_ids
+        from graphsurgeon.models.penguin_vl.processor import load_and_preprocess, prompt_ids
 
         name, path = image_paths(work)[0]
         image = load_and_preprocess(path, self.files.processor)
@@ -193,7 +193,7 @@ class PenguinSide:
         ]
 
     def chain(self, model: Path, precision: Precision) -> Any:
-        from examples.penguin_vl.ncnn_chain import PenguinNcnn
+        from graphsurgeon.models.penguin_vl.ncnn_chain import PenguinNcnn
 
         return PenguinNcnn(model, _model_doc(model, self.family), num_threads=1, precision=precision)
 
@@ -213,21 +213,21 @@ class PenguinSide:
 
 class Qwen3VLSide:
     """Qwen3-VL: ids and merge-block patches from the checkpoint's HF processor
-    (``examples/qwen3_vl/processor.py``), the portrait crop ``check_qwen3_vl.py`` uses."""
+    (``graphsurgeon/models/qwen3_vl/processor.py``), the portrait crop ``check_qwen3_vl.py`` uses."""
 
     program = "qwen3_vl_run"
     family = "qwen3_vl"
     rules = "rules/qwen3_vl.yaml"
 
     def __init__(self, model: Path) -> None:
-        from examples.qwen3_vl.processor import load_processor
+        from graphsurgeon.models.qwen3_vl.processor import load_processor
 
         self.processor = load_processor(_model_doc(model, self.family)["verifier"]["checkpoint"])
 
     def _case(self, label: str, prompt: str, images: Sequence[Path], work: Path) -> Case:
         from check_qwen3_vl import write_pixels
 
-        from examples.qwen3_vl.processor import chat_inputs
+        from graphsurgeon.models.qwen3_vl.processor import chat_inputs
 
         inputs = chat_inputs(self.processor, list(images), prompt)
         ids = [int(t) for t in inputs["input_ids"][0]]
@@ -253,7 +253,7 @@ class Qwen3VLSide:
         ]
 
     def chain(self, model: Path, precision: Precision) -> Any:
-        from examples.qwen3_vl.ncnn_chain import Qwen3VLNcnn
+        from graphsurgeon.models.qwen3_vl.ncnn_chain import Qwen3VLNcnn
 
         return Qwen3VLNcnn(model, _model_doc(model, self.family), num_threads=1, precision=precision)
 

@@ -4,7 +4,7 @@ computed here at test time, never by the code under test:
 - decoding: the RGB pixels of Pillow's ``Image.open(path).convert("RGB")``, for the corpus images and for
   synthetic ones made now (preprocess_images.py: RGBA, L, LA, P with and without transparency, "1", 16-bit,
   interlaced, JPEG subsamplings, progressive, grey and CMYK JPEG, 1x1 and 3x500 sizes, a non-ASCII name);
-- pixel_values at the automatic size: the Python processor (examples/penguin_vl/processor.py);
+- pixel_values at the automatic size: the Python processor (graphsurgeon/models/penguin_vl/processor.py);
 - pixel_values at forced sizes (upscale, downscale, one side unchanged, extreme aspect): Pillow's BICUBIC
   resize followed by the normalise and patchify written here independently;
 - resizes to arbitrary sizes (not multiples of the patch, down to 1x1): Pillow's BICUBIC;
@@ -39,11 +39,16 @@ from preprocess_images import bad_images, good_images
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from examples.penguin_vl.config import processor_from_dict  # noqa: E402
-from examples.penguin_vl.processor import ImageError, load_and_preprocess, open_image, resize_target  # noqa: E402
 from graphsurgeon.errors import GsurgError  # noqa: E402
+from graphsurgeon.models.penguin_vl.config import processor_from_dict  # noqa: E402
+from graphsurgeon.models.penguin_vl.processor import (  # noqa: E402
+    ImageError,
+    load_and_preprocess,
+    open_image,
+    resize_target,
+)
 
-TINY_CONFIG = REPO / "examples" / "penguin_vl" / "tiny" / "preprocessor_config.json"
+TINY_CONFIG = REPO / "graphsurgeon" / "models" / "penguin_vl" / "tiny" / "preprocessor_config.json"
 CORPUS = REPO.parent / "shared" / "corpus" / "images"
 
 Check = Callable[[str], str | None]  # job output line -> failure text or None

@@ -4,8 +4,9 @@
 
 - pixel_values and grid of the corpus images and of synthetic ones (preprocess_images.py's, plus a portrait
   40x1200, an exact multiple 96x64 and a large non-multiple 517x389) under several pixel budgets: the tiny
-  checkpoint's (examples/qwen3_vl/tiny/preprocessor_config.json), a small max_pixels forcing a downscale, a
-  large min_pixels forcing an upscale, one whose floor path ends at max(factor, ...), the real model's;
+  checkpoint's (graphsurgeon/models/qwen3_vl/tiny/preprocessor_config.json), a small max_pixels forcing a
+  downscale, a large min_pixels forcing an upscale, one whose floor path ends at max(factor, ...), the real
+  model's;
 - pixel_values at a few forced sizes, against HF's own resize, rescale, normalize and patchify steps;
 - smart_resize for thousands of (height, width, budget) triples against HF's smart_resize, with exact and
   near ties of round() and sizes whose floor/ceil operand lands within 1e-9 of an integer;
@@ -22,7 +23,7 @@
   compositing on either side).
 
 The processor config handed to the C++ side is model.json's "image_processor" object with the keys
-examples/qwen3_vl/model.json.j2 writes. Everything must be bit-exact (np.array_equal) and the grids
+graphsurgeon/models/qwen3_vl/model.json.j2 writes. Everything must be bit-exact (np.array_equal) and the grids
 identical; a difference prints the case and the exit status is 1. All jobs go to one pvl_preprocess_dump
 process (``--jobs``), plus one run of the plain command line. Usage:
     check_preprocess_qwen3vl.py --dump BUILD/preprocess/pvl_preprocess_dump [--wrapper wine]
@@ -56,8 +57,8 @@ from transformers.image_utils import SizeDict
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil, smart_resize
 
 REPO = Path(__file__).resolve().parents[2]
-TINY_CONFIG = REPO / "examples" / "qwen3_vl" / "tiny" / "preprocessor_config.json"
-TEMPLATE = REPO / "examples" / "qwen3_vl" / "model.json.j2"
+TINY_CONFIG = REPO / "graphsurgeon" / "models" / "qwen3_vl" / "tiny" / "preprocessor_config.json"
+TEMPLATE = REPO / "graphsurgeon" / "models" / "qwen3_vl" / "model.json.j2"
 CORPUS = REPO.parent / "shared" / "corpus" / "images"
 HF_ASPECT = 200  # smart_resize's fixed limit; model.json.j2 writes max_aspect_ratio 200
 

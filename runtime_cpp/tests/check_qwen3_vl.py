@@ -63,9 +63,9 @@ CONVERSION_INPUTS = (
     "rules/llm-kv-cache.yaml",
     "rules/common-rules.yaml",
     "schemas/model_json",
-    "examples/qwen3_vl",
-    "examples/qwen3_layers.py",
-    "examples/qwen3_config.py",
+    "graphsurgeon/models/qwen3_vl",
+    "graphsurgeon/models/common/qwen3_layers.py",
+    "graphsurgeon/models/common/qwen3_config.py",
 )
 
 
@@ -94,7 +94,7 @@ class Reference:
         import torch
         import transformers
 
-        from examples.qwen3_vl.processor import load_processor
+        from graphsurgeon.models.qwen3_vl.processor import load_processor
 
         doc = read_model_json(model_dir, ("qwen3_vl",))
         checkpoint = Path(doc["verifier"]["checkpoint"])
@@ -108,7 +108,7 @@ class Reference:
     def answer(self, prompt: str, images: Sequence[Path], *, ignore_eos: bool = True) -> Answer:
         import torch
 
-        from examples.qwen3_vl.processor import chat_inputs
+        from graphsurgeon.models.qwen3_vl.processor import chat_inputs
 
         inputs = chat_inputs(self.processor, list(images), prompt)
         self.model.model.rope_deltas = None

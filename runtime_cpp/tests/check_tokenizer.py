@@ -2,11 +2,11 @@
 
 ``python check_tokenizer.py --tool BUILD/tokenizer/pvl_tokenize [--wrapper "wine"] [--tiny tokenizer.json]``
 
-For five tokenizer files - the shipped tiny ones (``examples/penguin_vl/tiny/tokenizer.json`` and the one
-transformers 5's ``save_pretrained`` wrote for ``examples/qwen3_vl/tiny``, with the vision tokens), a larger
-one trained here on multilingual text (``tokenizer_corpus.train_tokenizer``), the same with its merges
-rewritten in the legacy ``"a b"`` form, and the same with 20 000 random merges added - it checks, on
->= 200 strings (``tokenizer_corpus.test_strings``):
+For five tokenizer files - the shipped tiny ones (``graphsurgeon/models/penguin_vl/tiny/tokenizer.json`` and
+the one transformers 5's ``save_pretrained`` wrote for ``graphsurgeon/models/qwen3_vl/tiny``, with the vision
+tokens), a larger one trained here on multilingual text (``tokenizer_corpus.train_tokenizer``), the same with
+its merges rewritten in the legacy ``"a b"`` form, and the same with 20 000 random merges added - it checks,
+on >= 200 strings (``tokenizer_corpus.test_strings``):
 
 * ids: equal to ``Tokenizer.encode(text).ids``. Invalid UTF-8 input: HF gets
   ``bytes.decode("utf-8", "replace")`` of the bytes the C++ got (the documented C++ behaviour);
@@ -53,8 +53,8 @@ from tokenizer_sweep import contraction_strings, nfc_strings, sweep_code_points,
 from tokenizer_templates import bad_template_cases, check_templates
 
 HERE = Path(__file__).resolve().parent
-TINY = HERE.parent.parent / "examples" / "penguin_vl" / "tiny" / "tokenizer.json"
-QWEN3_VL_TINY = HERE.parent.parent / "examples" / "qwen3_vl" / "tiny" / "tokenizer.json"
+TINY = HERE.parent.parent / "graphsurgeon" / "models" / "penguin_vl" / "tiny" / "tokenizer.json"
+QWEN3_VL_TINY = HERE.parent.parent / "graphsurgeon" / "models" / "qwen3_vl" / "tiny" / "tokenizer.json"
 
 
 def b64(data: bytes) -> str:

@@ -1,6 +1,6 @@
 """What the penguin_vl_run checks share: running the program (natively or under a wrapper such as wine) and
-reading its ``--print-ids`` line, the fp32 PyTorch reference of ``examples/penguin_vl`` (the independent
-source of every expected token), the test images, and the ``--pixel-values`` dump format.
+reading its ``--print-ids`` line, the fp32 PyTorch reference of ``graphsurgeon/models/penguin_vl`` (the
+independent source of every expected token), the test images, and the ``--pixel-values`` dump format.
 
 The reference is the checkpoint the model folder was converted from (``model.json`` ``verifier.checkpoint``):
 ``PenguinVL.fuse`` / ``decode`` / ``logits`` with greedy argmax as ``PenguinVL.generate`` does, except that
@@ -28,14 +28,14 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from examples.penguin_vl.config import load_files  # noqa: E402
-from examples.penguin_vl.processor import (  # noqa: E402
+from graphsurgeon.formats.model_json import read_model_json  # noqa: E402
+from graphsurgeon.models.penguin_vl.config import load_files  # noqa: E402
+from graphsurgeon.models.penguin_vl.processor import (  # noqa: E402
     PenguinTokenizer,
     ProcessedImage,
     load_and_preprocess,
     prompt_ids,
 )
-from graphsurgeon.formats.model_json import read_model_json  # noqa: E402
 
 CORPUS_IMAGES = REPO.parent / "shared" / "corpus" / "images"
 PIXEL_MAGIC = b"PVLPIX01"
@@ -150,7 +150,7 @@ class Reference:
     def __init__(self, model_dir: Path) -> None:
         import torch
 
-        from examples.penguin_vl.model import load_model
+        from graphsurgeon.models.penguin_vl.model import load_model
 
         doc = read_model_json(model_dir, {"penguin_vl"})  # the schema's checks, errors naming the key
         self.checkpoint = Path(doc["verifier"]["checkpoint"])
@@ -234,7 +234,7 @@ class Reference:
 
 
 def _empty_cache() -> Any:
-    from examples.penguin_vl.model import KVCache
+    from graphsurgeon.models.penguin_vl.model import KVCache
 
     return KVCache()
 

@@ -26,8 +26,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 # The tiny Penguin-VL's tokenizer pipeline, trained here on other text.
-from examples.penguin_vl.tiny_tokenizer import QWEN2_SPLIT as QWEN2_SPLIT  # noqa: E402  (check_tokenizer uses it)
-from examples.penguin_vl.tiny_tokenizer import train_qwen2_bpe  # noqa: E402
+from graphsurgeon.models.penguin_vl.tiny_tokenizer import QWEN2_SPLIT as QWEN2_SPLIT  # noqa: E402  (check_tokenizer uses it)
+from graphsurgeon.models.penguin_vl.tiny_tokenizer import train_qwen2_bpe  # noqa: E402
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<image>"]
 

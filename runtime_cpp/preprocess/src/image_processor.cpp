@@ -1,5 +1,5 @@
 // The Penguin-VL image processor (see pvl/image_processor.hpp): the preprocessor_config.json reader with
-// the reference's validation (examples/penguin_vl/config.py processor_from_dict), the official resize
+// the reference's validation (graphsurgeon/models/penguin_vl/config.py processor_from_dict), the official resize
 // arithmetic (processor.py resize_target) and normalise + patchify (processor.py preprocess/patchify).
 #include "pvl/image_processor.hpp"
 

@@ -1,7 +1,7 @@
 // Qwen3-VL's vision half: merge-block positions, the ViT's 2-D RoPE tables, the bilinear taps of the
 // learned position table, patch_embed -> vision (with its DeepStack taps) -> mergers, and the checks of
 // those nets against model.json (see family_qwen3_vl.hpp). Every product and quotient of the tables and
-// taps is float32, as HF computes them (examples/qwen3_vl/vision_tables.py, ncnn_chain.py).
+// taps is float32, as HF computes them (graphsurgeon/models/qwen3_vl/vision_tables.py, ncnn_chain.py).
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -1,5 +1,5 @@
 // The Penguin-VL image processor: from an RGB image to the vision tower's pixel_values, exactly as the
-// Python reference (examples/penguin_vl/processor.py, penguin-vl.md §7) computes them.
+// Python reference (graphsurgeon/models/penguin_vl/processor.py, penguin-vl.md §7) computes them.
 //
 // Contract:
 //   - ImageProcessorConfig::from_json() reads a preprocessor_config.json object (model.json's

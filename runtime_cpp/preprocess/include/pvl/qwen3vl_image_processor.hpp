@@ -4,7 +4,7 @@
 //
 // Contract:
 //   - Qwen3VlImageConfig::from_json() reads model.json's "image_processor" object (written by
-//     examples/qwen3_vl/model.json.j2): patch_size, temporal_patch_size, merge_size, factor (must equal
+//     graphsurgeon/models/qwen3_vl/model.json.j2): patch_size, temporal_patch_size, merge_size, factor (must equal
 //     patch_size * merge_size), min_pixels <= max_pixels (positive integers up to 2^53), max_aspect_ratio
 //     (>= 1), image_mean, image_std (positive), rescale_factor (positive), resample ("bicubic" only) and
 //     do_convert_rgb (optional, default true). Anything else throws pvl::Error("image_processor: KEY must

@@ -6,7 +6,7 @@
 // - images: pvl_preprocess's resize and normalisation, patches in raster order; the vision chain of
 //   ncnn_chain.encode_image: vision_embed_patch -> vision_encoder (fed the 2-D RoPE tables computed here for
 //   the grid) -> vision_projector -> features [N, hidden_size], checked against model.json at load;
-// - the prompt of examples/penguin_vl/processor.py (render_chat, user_prompt, expand_image_tokens;
+// - the prompt of graphsurgeon/models/penguin_vl/processor.py (render_chat, user_prompt, expand_image_tokens;
 //   penguin-vl.md §6): one user turn, its images first, each rendered as the image token followed by "\n",
 //   then the text; "<|im_start|>{role}\n" + content + "<|im_end|>\n"; no system turn; the generation
 //   prompt "<|im_start|>assistant\n<think>\n\n</think>\n\n". Each image's placeholder is repeated

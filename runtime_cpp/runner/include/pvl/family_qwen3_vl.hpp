@@ -1,6 +1,6 @@
 // The Qwen3-VL family (model.json "family": "qwen3_vl", version 1; the file's contract is
 // schemas/model_json/qwen3_vl.v1.schema.json, written by rules/qwen3_vl.yaml). What it adds to the core,
-// each part computed from model.json's settings alone, as examples/qwen3_vl/ncnn_chain.py does:
+// each part computed from model.json's settings alone, as graphsurgeon/models/qwen3_vl/ncnn_chain.py does:
 // - model.json: nets patch_embed, pos_embed, vision, merger and one DeepStack merger per tap; the "vision"
 //   keys (blobs, widths, the ViT's 2-D RoPE, the position table's grid side and interpolation, the taps),
 //   "image_processor" (smart_resize and normalisation: pvl/qwen3vl_image_processor.hpp), decoder.deepstack
