@@ -8,7 +8,7 @@ tiny model (or a checkpoint given with --checkpoint) written at each storage and
 Per model, storage and precision it prints the mean stage cosine (and the worst stage's), the teacher-forced
 next-token agreement over all cases (and the worst case's), the mean KL divergence over all steps (nats)
 and whether verify passed its criteria,
-as a markdown table (the README's accuracy table comes from this script). Conversions are written once
+as a markdown table (docs/precision.md's accuracy table comes from this script). Conversions are written once
 per storage into --out (default: a temporary folder).
 """
 

@@ -3,9 +3,9 @@
 Unit parts: the KL divergence against closed forms, the judging of a report (exact runs unchanged,
 approximate ones judged on the aggregates), the storage read from a conversion's files. Slow parts: the
 tiny Qwen3 LLM converted at every storage passes its storage's criteria at fp32 and fp16 precision; the
-tiny VLMs, whose random LLM halves amplify every rounding, are held to their own measured figures (README,
-"What each precision costs"), so a regression in the quantizer, the runtime's embedding rows or the
-chains shows. The oracle is HF transformers / the PyTorch references the verifiers already use.
+tiny VLMs, whose random LLM halves amplify every rounding, are held to their own measured figures
+(docs/precision.md, "What each precision costs"), so a regression in the quantizer, the runtime's embedding
+rows or the chains shows. The oracle is HF transformers / the PyTorch references the verifiers already use.
 """
 
 from __future__ import annotations
