@@ -1,7 +1,8 @@
-"""model.json has a schema (issue 15, item 6): one JSON Schema per family in ``schemas/model_json/``; the
-shipped rule files name it beside their template and the writer checks the rendered file against it before
-the output group commits; the Python readers check it on read and refuse another family; the C++ runtime
-reads exactly the schema's keys (parsed from its source) and checks the same format, family and version.
+"""model.json has a schema (issue 15, item 6): one JSON Schema per family in its folder
+(``graphsurgeon/models/<family>/``); the shipped rule files name it beside their template and the writer
+checks the rendered file against it before the output group commits; the Python readers check it on read and
+refuse another family; the C++ runtime reads exactly the schema's keys (parsed from its source) and checks the
+same format, family and version.
 
 Oracles: the files the shipped rule files write on the tiny models (accepted as they are), hand-broken
 copies of them with the key each breaks written out by hand, and the C++ source of the runtime's reader."""

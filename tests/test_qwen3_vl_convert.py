@@ -39,7 +39,7 @@ from tests.conftest import REPO
 
 RULES = REPO / "rules" / "qwen3_vl.yaml"
 TINY = REPO / "graphsurgeon" / "models" / "qwen3_vl" / "tiny"
-SCHEMA = REPO / "schemas" / "model_json" / "qwen3_vl.v1.schema.json"
+SCHEMA = REPO / "graphsurgeon" / "models" / "qwen3_vl" / "qwen3_vl.v1.schema.json"
 TAPS = 3
 NETS = (
     "patch_embed",

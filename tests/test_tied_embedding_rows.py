@@ -26,7 +26,7 @@ from graphsurgeon.verify.ncnn_fp32 import fp32_net, run
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "rules" / "penguin_vl.yaml"
-SCHEMA = REPO / "schemas" / "model_json" / "penguin_vl.v2.schema.json"
+SCHEMA = REPO / "graphsurgeon" / "models" / "penguin_vl" / "penguin_vl.v2.schema.json"
 
 pytestmark = pytest.mark.slow
 

@@ -65,8 +65,9 @@ NEW_TOKENS = 40
 CONVERSION_INPUTS = (
     "rules/penguin_vl.yaml",
     "rules/llm-kv-cache.yaml",
-    "schemas/model_json",
     "graphsurgeon/models/penguin_vl",
+    "graphsurgeon/models/qwen3_llm",
+    "graphsurgeon/models/common",
 )
 
 

@@ -62,10 +62,9 @@ CONVERSION_INPUTS = (
     "rules/qwen3_vl.yaml",
     "rules/llm-kv-cache.yaml",
     "rules/common-rules.yaml",
-    "schemas/model_json",
     "graphsurgeon/models/qwen3_vl",
-    "graphsurgeon/models/common/qwen3_layers.py",
-    "graphsurgeon/models/common/qwen3_config.py",
+    "graphsurgeon/models/qwen3_llm",
+    "graphsurgeon/models/common",
 )
 
 
