@@ -1,0 +1,177 @@
+"""The tensors of a MiniCPM-V-2 checkpoint: their official names and shapes for a given config
+(``model.safetensors.index.json`` of the real model, docs/minicpm-v-2.md §2), and reading them from a single
+``model.safetensors`` or a sharded ``model.safetensors.index.json`` (bf16, fp16 or fp32, widened to fp32).
+
+* LLM ``llm.model.embed_tokens.weight``, ``llm.model.layers.{i}.{input_layernorm,self_attn.{q,k,v,o}_proj,
+  post_attention_layernorm,mlp.{gate,up,down}_proj}.weight``, ``llm.model.norm.weight``,
+  ``llm.lm_head.weight`` (untied), no biases;
+* vision ``vpm.*``, timm's ``VisionTransformer`` names: ``patch_embed.proj.{weight,bias}``, ``pos_embed``
+  ``[1, grid^2, width]``, ``blocks.{b}.{norm1,attn.qkv,attn.proj,norm2,mlp.fc1,mlp.fc2}.{weight,bias}`` for
+  the kept blocks, ``norm.{weight,bias}``; no ``cls_token``, no ``attn_pool.*``, no dropped block;
+* resampler ``resampler.{query,pos_embed,kv_proj.weight,ln_q.*,ln_kv.*,attn.in_proj_{weight,bias},
+  attn.out_proj.{weight,bias},ln_post.*,proj}``; ``proj`` is ``[in, out]`` (used as ``x @ proj``).
+
+Non-persistent ``rotary_emb.inv_freq`` buffers, if a checkpoint carries them, are ignored.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from graphsurgeon.formats.safetensors import Checkpoint, CheckpointError
+from graphsurgeon.models.common.layer_count import check_layer_count
+
+from .config import MiniCPMV2Config
+
+if TYPE_CHECKING:
+    import torch
+
+SINGLE_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+_FLOAT_DTYPES = ("F32", "F16", "BF16")
+
+
+def llm_shapes(cfg: MiniCPMV2Config) -> dict[str, tuple[int, ...]]:
+    t = cfg.text
+    h, i, kv = t.hidden_size, t.intermediate_size, t.num_key_value_heads * t.head_dim
+    shapes: dict[str, tuple[int, ...]] = {"llm.model.embed_tokens.weight": (t.vocab_size, h)}
+    for n in range(t.num_hidden_layers):
+        p = f"llm.model.layers.{n}."
+        shapes.update(
+            {
+                f"{p}input_layernorm.weight": (h,),
+                f"{p}self_attn.q_proj.weight": (h, h),
+                f"{p}self_attn.k_proj.weight": (kv, h),
+                f"{p}self_attn.v_proj.weight": (kv, h),
+                f"{p}self_attn.o_proj.weight": (h, h),
+                f"{p}post_attention_layernorm.weight": (h,),
+                f"{p}mlp.gate_proj.weight": (i, h),
+                f"{p}mlp.up_proj.weight": (i, h),
+                f"{p}mlp.down_proj.weight": (h, i),
+            }
+        )
+    shapes["llm.model.norm.weight"] = (h,)
+    shapes["llm.lm_head.weight"] = (t.vocab_size, h)
+    return shapes
+
+
+def vision_shapes(cfg: MiniCPMV2Config) -> dict[str, tuple[int, ...]]:
+    a = cfg.vision.arch
+    w, p, m = a.width, a.patch_size, a.mlp_hidden
+    shapes: dict[str, tuple[int, ...]] = {
+        "vpm.patch_embed.proj.weight": (w, 3, p, p),
+        "vpm.patch_embed.proj.bias": (w,),
+        "vpm.pos_embed": (1, a.pos_grid * a.pos_grid, w),
+    }
+    for b in range(cfg.vision.layers):
+        q = f"vpm.blocks.{b}."
+        shapes.update(
+            {
+                f"{q}norm1.weight": (w,),
+                f"{q}norm1.bias": (w,),
+                f"{q}attn.qkv.weight": (3 * w, w),
+                f"{q}attn.qkv.bias": (3 * w,),
+                f"{q}attn.proj.weight": (w, w),
+                f"{q}attn.proj.bias": (w,),
+                f"{q}norm2.weight": (w,),
+                f"{q}norm2.bias": (w,),
+                f"{q}mlp.fc1.weight": (m, w),
+                f"{q}mlp.fc1.bias": (m,),
+                f"{q}mlp.fc2.weight": (w, m),
+                f"{q}mlp.fc2.bias": (w,),
+            }
+        )
+    shapes["vpm.norm.weight"] = (w,)
+    shapes["vpm.norm.bias"] = (w,)
+    return shapes
+
+
+def resampler_shapes(cfg: MiniCPMV2Config) -> dict[str, tuple[int, ...]]:
+    r = cfg.resampler
+    d, q = r.embed_dim, r.query_num
+    shapes: dict[str, tuple[int, ...]] = {"resampler.query": (q, d), "resampler.pos_embed": (q, d)}
+    if r.kv_dim != d:  # the official kv_proj is an Identity (no tensor) when the widths agree
+        shapes["resampler.kv_proj.weight"] = (d, r.kv_dim)
+    for ln in ("ln_q", "ln_kv"):
+        shapes[f"resampler.{ln}.weight"] = (d,)
+        shapes[f"resampler.{ln}.bias"] = (d,)
+    shapes.update(
+        {
+            "resampler.attn.in_proj_weight": (3 * d, d),
+            "resampler.attn.in_proj_bias": (3 * d,),
+            "resampler.attn.out_proj.weight": (d, d),
+            "resampler.attn.out_proj.bias": (d,),
+            "resampler.ln_post.weight": (d,),
+            "resampler.ln_post.bias": (d,),
+            "resampler.proj": (d, d),
+        }
+    )
+    return shapes
+
+
+def tensor_shapes(cfg: MiniCPMV2Config) -> dict[str, tuple[int, ...]]:
+    """Every tensor the checkpoint must hold, in the official state-dict order (``llm``, ``vpm``,
+    ``resampler``), with its shape."""
+    return {**llm_shapes(cfg), **vision_shapes(cfg), **resampler_shapes(cfg)}
+
+
+def checkpoint_file(folder: Path) -> Path:
+    """``model.safetensors`` if present, else the sharded index."""
+    for name in (SINGLE_FILE, INDEX_FILE):
+        if (folder / name).is_file():
+            return folder / name
+    raise CheckpointError(f"{folder}: no {SINGLE_FILE} or {INDEX_FILE} (the checkpoint's weights)")
+
+
+def _listing(names: set[str]) -> str:
+    listed = sorted(names)
+    more = f" and {len(listed) - 3} more" if len(listed) > 3 else ""
+    return ", ".join(listed[:3]) + more
+
+
+def load_tensors(folder: Path | str, cfg: MiniCPMV2Config) -> dict[str, torch.Tensor]:
+    """Every tensor of ``tensor_shapes(cfg)`` as fp32 torch tensors. A missing, unexpected or misshapen
+    tensor, or one that is not a float, is a ``CheckpointError`` naming its file and the tensor."""
+    import torch
+    from safetensors import safe_open
+
+    folder = Path(folder)
+    path = checkpoint_file(folder)
+    config = str(folder / "config.json")
+    ckpt = Checkpoint(str(path))  # reads the headers only (and the index of a sharded one)
+    try:
+        stored = set(ckpt.tensors)
+        layers = cfg.text.num_hidden_layers
+        check_layer_count(stored, "llm.model.layers.", layers, "num_hidden_layers", config, str(path))
+        key = f"vision_encoder {cfg.vision.name} (drop_vision_last_layer {cfg.vision.drop_last_layer})"
+        check_layer_count(stored, "vpm.blocks.", cfg.vision.layers, key, config, str(path))
+        shapes = tensor_shapes(cfg)
+        if missing := set(shapes) - stored:
+            raise CheckpointError(f"{path}: missing tensor(s) {_listing(missing)}")
+        if unexpected := {n for n in stored - set(shapes) if not n.endswith("rotary_emb.inv_freq")}:
+            raise CheckpointError(f"{path}: unexpected tensor(s) {_listing(unexpected)} (not MiniCPM-V-2?)")
+        by_file: dict[str, list[str]] = {}
+        for name, shape in shapes.items():
+            info = ckpt.tensors[name]
+            if info.shape != shape:
+                raise CheckpointError(
+                    f"{info.file}: tensor {name!r} has shape {list(info.shape)}, but {config} gives "
+                    f"{list(shape)}"
+                )
+            if info.dtype not in _FLOAT_DTYPES:
+                raise CheckpointError(f"{info.file}: tensor {name!r} is {info.dtype}, not bf16, fp16 or fp32")
+            by_file.setdefault(info.file, []).append(name)
+    finally:
+        ckpt.close()
+    out: dict[str, torch.Tensor] = {}
+    for file, names in by_file.items():
+        with safe_open(file, framework="pt") as fh:
+            for name in names:
+                out[name] = fh.get_tensor(name).to(torch.float32)
+    return out
+
+
+def parameter_count(cfg: MiniCPMV2Config) -> int:
+    return sum(math.prod(shape) for shape in tensor_shapes(cfg).values())
