@@ -23,9 +23,8 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 
 from graphsurgeon.errors import GsurgError  # noqa: E402
 from graphsurgeon.formats.safetensors import CheckpointError  # noqa: E402
+from graphsurgeon.models.common.checkpoint_tensors import INDEX_FILE, SINGLE_FILE  # noqa: E402
 from graphsurgeon.models.minicpm_v2.checkpoint import (  # noqa: E402
-    INDEX_FILE,
-    SINGLE_FILE,
     load_tensors,
     parameter_count,
     tensor_shapes,

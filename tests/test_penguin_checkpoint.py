@@ -28,7 +28,8 @@ from safetensors.numpy import load_file, save_file  # noqa: E402
 
 from graphsurgeon.errors import GsurgError  # noqa: E402
 from graphsurgeon.formats.safetensors import CheckpointError  # noqa: E402
-from graphsurgeon.models.penguin_vl.checkpoint import INDEX_FILE, SINGLE_FILE, load_tensors, tensor_shapes  # noqa: E402
+from graphsurgeon.models.common.checkpoint_tensors import INDEX_FILE, SINGLE_FILE  # noqa: E402
+from graphsurgeon.models.penguin_vl.checkpoint import load_tensors, tensor_shapes  # noqa: E402
 from graphsurgeon.models.penguin_vl.config import load_files  # noqa: E402
 from graphsurgeon.models.penguin_vl.make_tiny import SHIPPED, make_tiny  # noqa: E402
 from graphsurgeon.models.penguin_vl.make_tiny import VISION_FOLDER as VISION  # noqa: E402

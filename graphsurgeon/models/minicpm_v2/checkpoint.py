@@ -20,17 +20,14 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from graphsurgeon.formats.safetensors import Checkpoint, CheckpointError
-from graphsurgeon.models.common.layer_count import check_layer_count
+from graphsurgeon.models.common.checkpoint_tensors import (
+    load_checked_tensors,
+)
 
 from .config import MiniCPMV2Config
 
 if TYPE_CHECKING:
     import torch
-
-SINGLE_FILE = "model.safetensors"
-INDEX_FILE = "model.safetensors.index.json"
-_FLOAT_DTYPES = ("F32", "F16", "BF16")
 
 
 def llm_shapes(cfg: MiniCPMV2Config) -> dict[str, tuple[int, ...]]:
@@ -117,60 +114,21 @@ def tensor_shapes(cfg: MiniCPMV2Config) -> dict[str, tuple[int, ...]]:
     return {**llm_shapes(cfg), **vision_shapes(cfg), **resampler_shapes(cfg)}
 
 
-def checkpoint_file(folder: Path) -> Path:
-    """``model.safetensors`` if present, else the sharded index."""
-    for name in (SINGLE_FILE, INDEX_FILE):
-        if (folder / name).is_file():
-            return folder / name
-    raise CheckpointError(f"{folder}: no {SINGLE_FILE} or {INDEX_FILE} (the checkpoint's weights)")
-
-
-def _listing(names: set[str]) -> str:
-    listed = sorted(names)
-    more = f" and {len(listed) - 3} more" if len(listed) > 3 else ""
-    return ", ".join(listed[:3]) + more
-
-
 def load_tensors(folder: Path | str, cfg: MiniCPMV2Config) -> dict[str, torch.Tensor]:
-    """Every tensor of ``tensor_shapes(cfg)`` as fp32 torch tensors. A missing, unexpected or misshapen
-    tensor, or one that is not a float, is a ``CheckpointError`` naming its file and the tensor."""
-    import torch
-    from safetensors import safe_open
-
-    folder = Path(folder)
-    path = checkpoint_file(folder)
-    config = str(folder / "config.json")
-    ckpt = Checkpoint(str(path))  # reads the headers only (and the index of a sharded one)
-    try:
-        stored = set(ckpt.tensors)
-        layers = cfg.text.num_hidden_layers
-        check_layer_count(stored, "llm.model.layers.", layers, "num_hidden_layers", config, str(path))
-        key = f"vision_encoder {cfg.vision.name} (drop_vision_last_layer {cfg.vision.drop_last_layer})"
-        check_layer_count(stored, "vpm.blocks.", cfg.vision.layers, key, config, str(path))
-        shapes = tensor_shapes(cfg)
-        if missing := set(shapes) - stored:
-            raise CheckpointError(f"{path}: missing tensor(s) {_listing(missing)}")
-        if unexpected := {n for n in stored - set(shapes) if not n.endswith("rotary_emb.inv_freq")}:
-            raise CheckpointError(f"{path}: unexpected tensor(s) {_listing(unexpected)} (not MiniCPM-V-2?)")
-        by_file: dict[str, list[str]] = {}
-        for name, shape in shapes.items():
-            info = ckpt.tensors[name]
-            if info.shape != shape:
-                raise CheckpointError(
-                    f"{info.file}: tensor {name!r} has shape {list(info.shape)}, but {config} gives "
-                    f"{list(shape)}"
-                )
-            if info.dtype not in _FLOAT_DTYPES:
-                raise CheckpointError(f"{info.file}: tensor {name!r} is {info.dtype}, not bf16, fp16 or fp32")
-            by_file.setdefault(info.file, []).append(name)
-    finally:
-        ckpt.close()
-    out: dict[str, torch.Tensor] = {}
-    for file, names in by_file.items():
-        with safe_open(file, framework="pt") as fh:
-            for name in names:
-                out[name] = fh.get_tensor(name).to(torch.float32)
-    return out
+    """Every tensor of ``tensor_shapes(cfg)`` as fp32 torch tensors (``common.checkpoint_tensors``: a
+    missing, unexpected or misshapen tensor, or one that is not a float, is a ``CheckpointError`` naming its
+    file and the tensor)."""
+    vision = f"vision_encoder {cfg.vision.name} (drop_vision_last_layer {cfg.vision.drop_last_layer})"
+    return load_checked_tensors(
+        Path(folder),
+        lambda: tensor_shapes(cfg),
+        model="MiniCPM-V-2",
+        layer_counts=(
+            ("llm.model.layers.", cfg.text.num_hidden_layers, "num_hidden_layers"),
+            ("vpm.blocks.", cfg.vision.layers, vision),
+        ),
+        ignorable=lambda name: name.endswith("rotary_emb.inv_freq"),
+    )
 
 
 def parameter_count(cfg: MiniCPMV2Config) -> int:

@@ -34,16 +34,15 @@ query grid. The same arguments give the same bytes on every run (``tests/test_mi
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from graphsurgeon.models.common.tiny_checkpoint import seeded_tensor, token_entry, write_json, write_weights
+
 from . import tiny_tokenizer
-from .checkpoint import INDEX_FILE, SINGLE_FILE, tensor_shapes
+from .checkpoint import tensor_shapes
 from .config import config_from_dict
 from .resampler import sincos_2d
 
@@ -125,21 +124,12 @@ def tokenizer_config(ids: dict[str, int]) -> dict[str, Any]:
 
 
 def special_tokens_map() -> dict[str, Any]:
-    def token(content: str) -> dict[str, Any]:
-        return {
-            "content": content,
-            "lstrip": False,
-            "normalized": False,
-            "rstrip": False,
-            "single_word": False,
-        }
-
     return {
         "additional_special_tokens": tiny_tokenizer.ADDED_TOKENS[3:],
-        "bos_token": token("<s>"),
-        "eos_token": token("</s>"),
+        "bos_token": token_entry("<s>"),
+        "eos_token": token_entry("</s>"),
         "pad_token": "<unk>",
-        "unk_token": token("<unk>"),
+        "unk_token": token_entry("<unk>"),
     }
 
 
@@ -176,47 +166,9 @@ def random_tensors(shapes: dict[str, tuple[int, ...]], seed: int, query_grid: in
         if name == "resampler.pos_embed":
             out[name] = sincos_2d(shape[1], (query_grid, query_grid)).numpy()
             continue
-        digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
-        rng = np.random.default_rng([seed, digest])
-        scale, centre = _gain(name)
-        if len(shape) >= 2 and name not in (
-            "llm.model.embed_tokens.weight",
-            "vpm.pos_embed",
-            "resampler.query",
-        ):
-            scale /= math.sqrt(math.prod(shape[1:]))
-        out[name] = (centre + scale * rng.standard_normal(shape)).astype(np.float32)
+        fan_in = name not in ("llm.model.embed_tokens.weight", "vpm.pos_embed", "resampler.query")
+        out[name] = seeded_tensor(name, shape, seed, *_gain(name), fan_in_scaled=fan_in)
     return out
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def _write_weights(folder: Path, arrays: dict[str, np.ndarray], dtype: str, shards: int) -> None:
-    import torch
-    from safetensors.torch import save_file
-
-    target = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
-    tensors = {name: torch.from_numpy(a).to(target).contiguous() for name, a in arrays.items()}
-    if shards == 1:
-        save_file(tensors, str(folder / SINGLE_FILE), metadata={"format": "pt"})
-        (folder / SINGLE_FILE).chmod(0o644)  # safetensors creates its files 0600
-        return
-    names = list(tensors)
-    per = math.ceil(len(names) / shards)
-    weight_map = {}
-    for k in range(shards):
-        part = names[k * per : (k + 1) * per]
-        file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
-        save_file({n: tensors[n] for n in part}, str(folder / file), metadata={"format": "pt"})
-        (folder / file).chmod(0o644)
-        weight_map.update(dict.fromkeys(part, file))
-    total = sum(t.numel() * t.element_size() for t in tensors.values())
-    _write_json(
-        folder / INDEX_FILE,
-        {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))},
-    )
 
 
 def make_tiny(folder: Path | str, *, dtype: str = "bf16", shards: int = 1, seed: int = 0) -> Path:
@@ -227,14 +179,14 @@ def make_tiny(folder: Path | str, *, dtype: str = "bf16", shards: int = 1, seed:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tokenizer.model").write_bytes(tiny_tokenizer.model_proto())
     ids = tiny_tokenizer.ids()
-    _write_json(folder / "tokenizer_config.json", tokenizer_config(ids))
-    _write_json(folder / "special_tokens_map.json", special_tokens_map())
-    _write_json(folder / "generation_config.json", GENERATION_CONFIG)
+    write_json(folder / "tokenizer_config.json", tokenizer_config(ids))
+    write_json(folder / "special_tokens_map.json", special_tokens_map())
+    write_json(folder / "generation_config.json", GENERATION_CONFIG)
     raw = model_config(len(ids), dtype)
-    _write_json(folder / "config.json", raw)
+    write_json(folder / "config.json", raw)
     cfg = config_from_dict(raw)
     arrays = random_tensors(tensor_shapes(cfg), seed, cfg.resampler.grid)
-    _write_weights(folder, arrays, dtype, shards)
+    write_weights(folder, arrays, dtype, shards)
     return folder
 
 

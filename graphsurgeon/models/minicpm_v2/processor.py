@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from graphsurgeon.errors import GsurgError
+from graphsurgeon.models.common.images import ImageError, open_image
 
 from .prompt import image_placeholder
 from .slicing import SliceConfig, SlicePlan, plan_slices
@@ -51,30 +51,6 @@ if TYPE_CHECKING:
 
 MEAN = np.float32(0.5)  # timm's IMAGENET_INCEPTION_MEAN, the same for the three channels
 STD = np.float32(0.5)  # IMAGENET_INCEPTION_STD
-
-
-class ImageError(GsurgError):
-    """An image that cannot be read or processed (exit 2); names the file."""
-
-
-def open_image(path: Path | str) -> PILImage.Image:
-    """Open and fully decode an image file; anything Pillow cannot read is one ``ImageError``."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as img:
-            img.load()
-            return img.copy()
-    except FileNotFoundError:
-        raise ImageError(f"{path}: no such image file") from None
-    except IsADirectoryError:
-        raise ImageError(f"{path}: a folder, not an image file") from None
-    except UnidentifiedImageError:
-        raise ImageError(f"{path}: not an image Pillow can read") from None
-    except Image.DecompressionBombError as err:
-        raise ImageError(f"{path}: too large to open: {err}") from None
-    except (OSError, ValueError, SyntaxError) as err:  # corrupt or cut short
-        raise ImageError(f"{path}: cannot decode the image: {err}") from None
 
 
 def resize_h_then_v(image: PILImage.Image, size: tuple[int, int]) -> PILImage.Image:

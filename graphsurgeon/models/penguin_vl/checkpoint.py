@@ -16,8 +16,9 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from graphsurgeon.formats.safetensors import Checkpoint, CheckpointError
-from graphsurgeon.models.common.layer_count import check_layer_count
+from graphsurgeon.models.common.checkpoint_tensors import (
+    load_checked_tensors,
+)
 from graphsurgeon.models.common.qwen3_config import StackConfig
 
 from .config import PenguinConfig
@@ -25,11 +26,8 @@ from .config import PenguinConfig
 if TYPE_CHECKING:
     import torch
 
-SINGLE_FILE = "model.safetensors"
-INDEX_FILE = "model.safetensors.index.json"
 VISION_PREFIX = "model.vision_encoder.vision_encoder."
 PROJECTOR_PREFIX = "model.vision_projector.readout."
-_FLOAT_DTYPES = ("F32", "F16", "BF16")
 
 
 def layer_shapes(prefix: str, cfg: StackConfig) -> dict[str, tuple[int, ...]]:
@@ -72,66 +70,29 @@ def tensor_shapes(cfg: PenguinConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def checkpoint_file(folder: Path) -> Path:
-    """``model.safetensors`` if present, else the sharded index."""
-    for name in (SINGLE_FILE, INDEX_FILE):
-        if (folder / name).is_file():
-            return folder / name
-    raise CheckpointError(f"{folder}: no {SINGLE_FILE} or {INDEX_FILE} (the checkpoint's weights)")
-
-
-def _listing(names: set[str]) -> str:
-    listed = sorted(names)
-    more = f" and {len(listed) - 3} more" if len(listed) > 3 else ""
-    return ", ".join(listed[:3]) + more
-
-
 def _ignorable(name: str, tied: bool) -> bool:
     return name.endswith("rotary_emb.inv_freq") or (tied and name == "lm_head.weight")
 
 
 def load_tensors(folder: Path | str, cfg: PenguinConfig) -> dict[str, torch.Tensor]:
-    """Every tensor of ``tensor_shapes(cfg)`` as fp32 torch tensors. A missing, unexpected or misshapen
-    tensor, or one that is not a float, is a ``CheckpointError`` naming its file and the tensor."""
-    import torch
-    from safetensors import safe_open
-
-    folder = Path(folder)
-    path = checkpoint_file(folder)
-    ckpt = Checkpoint(str(path))  # reads the headers only (and the index of a sharded one)
-    try:
-        stored = set(ckpt.tensors)
-        config = str(folder / "config.json")
-        layers = cfg.text.num_hidden_layers
-        check_layer_count(stored, "model.layers.", layers, "num_hidden_layers", config, str(path))
-        layers = cfg.vision.num_hidden_layers
-        key = "vision_encoder_config.num_hidden_layers"
-        check_layer_count(stored, f"{VISION_PREFIX}encoder.layers.", layers, key, config, str(path))
-        shapes = tensor_shapes(cfg)
-        if missing := set(shapes) - stored:
-            raise CheckpointError(f"{path}: missing tensor(s) {_listing(missing)}")
-        tied = cfg.text.tie_word_embeddings
-        if unexpected := {n for n in stored - set(shapes) if not _ignorable(n, tied)}:
-            raise CheckpointError(f"{path}: unexpected tensor(s) {_listing(unexpected)} (not Penguin-VL?)")
-        by_file: dict[str, list[str]] = {}
-        for name, shape in shapes.items():
-            info = ckpt.tensors[name]
-            if info.shape != shape:
-                raise CheckpointError(
-                    f"{info.file}: tensor {name!r} has shape {list(info.shape)}, but "
-                    f"{folder / 'config.json'} gives {list(shape)}"
-                )
-            if info.dtype not in _FLOAT_DTYPES:
-                raise CheckpointError(f"{info.file}: tensor {name!r} is {info.dtype}, not bf16, fp16 or fp32")
-            by_file.setdefault(info.file, []).append(name)
-    finally:
-        ckpt.close()
-    out: dict[str, torch.Tensor] = {}
-    for file, names in by_file.items():
-        with safe_open(file, framework="pt") as fh:
-            for name in names:
-                out[name] = fh.get_tensor(name).to(torch.float32)
-    return out
+    """Every tensor of ``tensor_shapes(cfg)`` as fp32 torch tensors (``common.checkpoint_tensors``: a
+    missing, unexpected or misshapen tensor, or one that is not a float, is a ``CheckpointError`` naming its
+    file and the tensor)."""
+    tied = cfg.text.tie_word_embeddings
+    return load_checked_tensors(
+        Path(folder),
+        lambda: tensor_shapes(cfg),
+        model="Penguin-VL",
+        layer_counts=(
+            ("model.layers.", cfg.text.num_hidden_layers, "num_hidden_layers"),
+            (
+                f"{VISION_PREFIX}encoder.layers.",
+                cfg.vision.num_hidden_layers,
+                "vision_encoder_config.num_hidden_layers",
+            ),
+        ),
+        ignorable=lambda name: _ignorable(name, tied),
+    )
 
 
 def parameter_count(cfg: PenguinConfig) -> int:

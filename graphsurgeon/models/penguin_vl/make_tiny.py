@@ -34,15 +34,15 @@ arguments give the same bytes on every run (``tests/test_penguin_tiny.py`` check
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .checkpoint import INDEX_FILE, SINGLE_FILE, tensor_shapes
+from graphsurgeon.models.common.tiny_checkpoint import seeded_tensor, write_json, write_weights
+
+from .checkpoint import tensor_shapes
 from .config import IMAGE_TOKEN, config_from_dict
 from .tiny_tokenizer import (
     BPE_VOCAB,
@@ -182,47 +182,11 @@ def real_dims_tensor(
 
 def random_tensors(shapes: dict[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
     """float32 draws per tensor from ``numpy.random.default_rng`` seeded by (seed, sha256 of the name)."""
-    out = {}
-    for name, shape in shapes.items():
-        digest = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
-        rng = np.random.default_rng([seed, digest])
-        scale, centre = _gain(name)
-        if len(shape) >= 2 and not name.endswith(("embed_tokens.weight", "lm_head.weight")):
-            scale /= math.sqrt(math.prod(shape[1:]))
-        out[name] = (centre + scale * rng.standard_normal(shape)).astype(np.float32)
-    return out
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def _write_weights(folder: Path, arrays: dict[str, np.ndarray], dtype: str, shards: int) -> None:
-    import torch
-    from safetensors.torch import save_file
-
-    target = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
-    tensors = {name: torch.from_numpy(a).to(target).contiguous() for name, a in arrays.items()}
-    if shards == 1:
-        save_file(tensors, str(folder / SINGLE_FILE), metadata={"format": "pt"})
-        (folder / SINGLE_FILE).chmod(0o644)  # safetensors creates its files 0600
-        return
-    names = list(tensors)
-    sizes = [tensors[n].numel() * tensors[n].element_size() for n in names]
-    total, acc = sum(sizes), 0
-    bounds: list[int] = []
-    for i, size in enumerate(sizes):  # cut where the running size passes each k/shards of the total
-        acc += size
-        if len(bounds) < shards - 1 and acc >= total * (len(bounds) + 1) / shards:
-            bounds.append(i + 1)
-    weight_map = {}
-    for k, (lo, hi) in enumerate(zip([0, *bounds], [*bounds, len(names)], strict=True)):
-        file = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
-        save_file({n: tensors[n] for n in names[lo:hi]}, str(folder / file), metadata={"format": "pt"})
-        (folder / file).chmod(0o644)
-        weight_map.update(dict.fromkeys(names[lo:hi], file))
-    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
-    _write_json(folder / INDEX_FILE, index)
+    unscaled = ("embed_tokens.weight", "lm_head.weight")
+    return {
+        name: seeded_tensor(name, shape, seed, *_gain(name), fan_in_scaled=not name.endswith(unscaled))
+        for name, shape in shapes.items()
+    }
 
 
 def make_tiny(
@@ -245,15 +209,15 @@ def make_tiny(
     write_slow_tokenizer_files(folder, folder / "tokenizer.json")
     ids = dict(tok.get_vocab(with_added_tokens=True))
     added = {t: ids[t] for t in (ENDOFTEXT, IM_START, IM_END, THINK, END_THINK, IMAGE_TOKEN)}
-    _write_json(folder / "tokenizer_config.json", tokenizer_config(added))
-    _write_json(folder / "special_tokens_map.json", special_tokens_map())
+    write_json(folder / "tokenizer_config.json", tokenizer_config(added))
+    write_json(folder / "special_tokens_map.json", special_tokens_map())
     raw = model_config(ids, tied, dtype)
-    _write_json(folder / "config.json", raw)
-    _write_json(folder / VISION_FOLDER / "config.json", vision_config())
+    write_json(folder / "config.json", raw)
+    write_json(folder / VISION_FOLDER / "config.json", vision_config())
     for where in (folder, folder / VISION_FOLDER):
-        _write_json(where / "preprocessor_config.json", preprocessor_config())
+        write_json(where / "preprocessor_config.json", preprocessor_config())
     shapes = tensor_shapes(config_from_dict(raw))
-    _write_weights(folder, random_tensors(shapes, seed), dtype, shards)
+    write_weights(folder, random_tensors(shapes, seed), dtype, shards)
     return folder
 
 

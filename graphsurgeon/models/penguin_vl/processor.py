@@ -28,6 +28,7 @@ import numpy as np
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.safetensors import CheckpointError
+from graphsurgeon.models.common.images import ImageError, open_image
 
 from .config import TOKENIZER, CheckpointFiles, ImageProcessorConfig, SpecialTokens
 
@@ -36,10 +37,6 @@ if TYPE_CHECKING:
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 EMPTY_THINK = "<think>\n\n</think>\n\n"
-
-
-class ImageError(GsurgError):
-    """An image that cannot be read or processed (exit 2); names the file."""
 
 
 class PromptError(GsurgError):
@@ -81,22 +78,6 @@ class ProcessedImage:
     @property
     def tokens(self) -> int:
         return self.grid[0] * self.grid[1]
-
-
-def open_image(path: Path | str) -> PILImage.Image:
-    """Open and fully decode an image file; anything Pillow cannot read is one ``ImageError``."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as img:
-            img.load()
-            return img.copy()
-    except FileNotFoundError:
-        raise ImageError(f"{path}: no such image file") from None
-    except UnidentifiedImageError:
-        raise ImageError(f"{path}: not an image Pillow can read") from None
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:  # corrupt, cut, huge
-        raise ImageError(f"{path}: cannot decode the image: {err}") from None
 
 
 def patchify(chw: np.ndarray, patch: int) -> np.ndarray:

@@ -16,6 +16,7 @@ from graphsurgeon.models.common.bpe_tokenizer import (
     QWEN2_SPLIT as QWEN2_SPLIT,  # re-exported: importers name it here
 )
 from graphsurgeon.models.common.bpe_tokenizer import corpus_lines, train_qwen2_bpe
+from graphsurgeon.models.common.tiny_checkpoint import token_entry
 
 from .config import IMAGE_TOKEN
 
@@ -42,21 +43,10 @@ def build_tokenizer(bpe_vocab: int = BPE_VOCAB) -> Any:
     return tok
 
 
-def _token_entry(content: str, special: bool) -> dict[str, Any]:
-    return {
-        "content": content,
-        "lstrip": False,
-        "normalized": False,
-        "rstrip": False,
-        "single_word": False,
-        "special": special,
-    }
-
-
 def tokenizer_config(ids: dict[str, int]) -> dict[str, Any]:
     """``tokenizer_config.json`` in transformers' Qwen2 layout."""
     specials = {ENDOFTEXT, IM_START, IM_END, IMAGE_TOKEN}
-    decoder = {str(i): _token_entry(t, t in specials) for t, i in sorted(ids.items(), key=lambda kv: kv[1])}
+    decoder = {str(i): token_entry(t, t in specials) for t, i in sorted(ids.items(), key=lambda kv: kv[1])}
     return {
         "add_bos_token": False,
         "add_prefix_space": False,
