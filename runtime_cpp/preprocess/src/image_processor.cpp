@@ -1,7 +1,7 @@
-// The Penguin-VL image processor (see pvl/image_processor.hpp): the preprocessor_config.json reader with
+// The Penguin-VL image processor (see gsurg/image_processor.hpp): the preprocessor_config.json reader with
 // the reference's validation (examples/penguin_vl/config.py processor_from_dict), the official resize
 // arithmetic (processor.py resize_target) and normalise + patchify (processor.py preprocess/patchify).
-#include "pvl/image_processor.hpp"
+#include "gsurg/image_processor.hpp"
 
 #include <algorithm>
 #include <array>
@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "processor_common.hpp"
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -161,4 +161,4 @@ PixelValues preprocess_at(const Image& image, const ImageProcessorConfig& cfg, T
   return out;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

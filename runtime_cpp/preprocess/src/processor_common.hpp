@@ -1,5 +1,5 @@
 // What both image processors (image_processor.cpp: Penguin-VL's; qwen3vl_image_processor.cpp: Qwen3-VL's)
-// compute the same way, inside pvl_preprocess only:
+// compute the same way, inside gsurg_preprocess only:
 // - the errors and lookups of a preprocessor_config-like JSON object: "image_processor: KEY must be WHAT,
 //   not VALUE" ("missing" when absent), an optional boolean;
 // - Python's round() for a float (the nearest integer, ties to even; exact, independent of the FP mode);
@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace pvl {
+namespace gsurg {
 namespace processor {
 
 [[noreturn]] void bad(const std::string& key, const std::string& what, const nlohmann::json* value);
@@ -26,4 +26,4 @@ NormaliseTable normalise_table(double rescale_factor, const std::array<double, 3
                                const std::array<double, 3>& std_dev);
 
 }  // namespace processor
-}  // namespace pvl
+}  // namespace gsurg

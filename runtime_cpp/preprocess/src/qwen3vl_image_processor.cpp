@@ -1,8 +1,8 @@
-// The Qwen3-VL image processor (see pvl/qwen3vl_image_processor.hpp): the model.json "image_processor"
+// The Qwen3-VL image processor (see gsurg/qwen3vl_image_processor.hpp): the model.json "image_processor"
 // reader, HF's smart_resize (transformers 5.24, models/qwen2_vl/image_processing_pil_qwen2_vl.py) and
 // rescale + normalise + HF's patchify (merge-block patch order, the frame repeated temporal_patch_size
 // times).
-#include "pvl/qwen3vl_image_processor.hpp"
+#include "gsurg/qwen3vl_image_processor.hpp"
 
 #include <algorithm>
 #include <array>
@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "processor_common.hpp"
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -207,4 +207,4 @@ PixelValues qwen3vl_preprocess_at(const Image& image, const Qwen3VlImageConfig& 
   return out;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

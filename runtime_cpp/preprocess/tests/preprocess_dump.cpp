@@ -1,15 +1,15 @@
-// pvl_preprocess_dump: runs pvl_preprocess on images and writes what it computed as .npy files, for the
+// gsurg_preprocess_dump: runs gsurg_preprocess on images and writes what it computed as .npy files, for the
 // parity checker runtime_cpp/tests/check_preprocess.py (which compares them with Pillow and the Python
 // processor), and for check_preprocess_qwen3vl.py (which compares the Qwen3-VL processor with HF's). Not
 // part of the runtime.
 //
-//   pvl_preprocess_dump --image PATH --config preprocessor_config.json [--size HxW]
+//   gsurg_preprocess_dump --image PATH --config preprocessor_config.json [--size HxW]
 //                       [--out PV.npy] [--resized RGB.npy] [--decoded RGB.npy]
-//   pvl_preprocess_dump --config CFG --target-of HxW
-//   pvl_preprocess_dump --config CFG --jobs JOBS.txt
-//   pvl_preprocess_dump --qwen3vl IMAGE_PROCESSOR.json (--target-of HxW | --image PATH [--size HxW]
+//   gsurg_preprocess_dump --config CFG --target-of HxW
+//   gsurg_preprocess_dump --config CFG --jobs JOBS.txt
+//   gsurg_preprocess_dump --qwen3vl IMAGE_PROCESSOR.json (--target-of HxW | --image PATH [--size HxW]
 //                       [--out PV.npy] [--resized RGB.npy] [--decoded RGB.npy])
-//   pvl_preprocess_dump --image PATH [--decoded RGB.npy] [--alpha A.npy] [--composited RGB.npy]
+//   gsurg_preprocess_dump --image PATH [--decoded RGB.npy] [--alpha A.npy] [--composited RGB.npy]
 //
 // --out writes pixel_values as float32 [grid_h, grid_w, patch_dim] (so the grid is the shape); --size forces
 // the resize target (H x W) instead of target_size(); --resized writes the resized RGB image and --decoded
@@ -36,12 +36,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pvl/error.hpp"
-#include "pvl/files.hpp"
-#include "pvl/image.hpp"
-#include "pvl/image_processor.hpp"
-#include "pvl/qwen3vl_image_processor.hpp"
-#include "pvl/sanitizer_defaults.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/files.hpp"
+#include "gsurg/image.hpp"
+#include "gsurg/image_processor.hpp"
+#include "gsurg/qwen3vl_image_processor.hpp"
+#include "gsurg/sanitizer_defaults.hpp"
 
 namespace {
 
@@ -52,7 +52,7 @@ struct Options {
 void parse(const std::vector<std::string>& args, Options* o) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (i + 1 >= args.size()) throw pvl::Error("option " + a + " needs a value");
+    if (i + 1 >= args.size()) throw gsurg::Error("option " + a + " needs a value");
     const std::string& v = args[++i];
     if (a == "--image") o->image = v;
     else if (a == "--config") o->config = v;
@@ -65,7 +65,7 @@ void parse(const std::vector<std::string>& args, Options* o) {
     else if (a == "--jobs") o->jobs = v;
     else if (a == "--target-of") o->target_of = v;
     else if (a == "--qwen3vl") o->qwen3vl = v;
-    else throw pvl::Error("unknown option " + a);
+    else throw gsurg::Error("unknown option " + a);
   }
 }
 
@@ -78,50 +78,50 @@ void write_npy(const std::string& path, const char* descr, const std::vector<siz
       std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape_text + ", }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(pvl::fopen_utf8(path, "wb"), &std::fclose);
-  if (!f) throw pvl::Error(path + ": cannot create the file");
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(gsurg::fopen_utf8(path, "wb"), &std::fclose);
+  if (!f) throw gsurg::Error(path + ": cannot create the file");
   const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
   const unsigned char len[2] = {static_cast<unsigned char>(header.size() & 0xff),
                                 static_cast<unsigned char>(header.size() >> 8)};
   bool ok = std::fwrite(magic, 1, 8, f.get()) == 8 && std::fwrite(len, 1, 2, f.get()) == 2 &&
             std::fwrite(header.data(), 1, header.size(), f.get()) == header.size() &&
             (bytes == 0 || std::fwrite(data, 1, bytes, f.get()) == bytes);  // no data: never fwrite(nullptr)
-  if (!ok || std::fflush(f.get()) != 0) throw pvl::Error(path + ": write failed");
+  if (!ok || std::fflush(f.get()) != 0) throw gsurg::Error(path + ": write failed");
 }
 
-void write_rgb(const std::string& path, const pvl::Image& img) {
+void write_rgb(const std::string& path, const gsurg::Image& img) {
   write_npy(path, "|u1", {static_cast<size_t>(img.height), static_cast<size_t>(img.width), 3},
             img.rgb.data(), img.rgb.size());
 }
 
 // The decoded image and, when asked, its --decoded, --alpha and --composited dumps.
-pvl::Image load(const Options& o) {
-  pvl::Image img = pvl::load_image(o.image);
+gsurg::Image load(const Options& o) {
+  gsurg::Image img = gsurg::load_image(o.image);
   if (!o.decoded.empty()) write_rgb(o.decoded, img);
   if (!o.alpha.empty()) {
     std::vector<size_t> shape{static_cast<size_t>(img.height), static_cast<size_t>(img.width)};
     if (img.alpha.empty()) shape = {0};
     write_npy(o.alpha, "|u1", shape, img.alpha.data(), img.alpha.size());
   }
-  if (!o.composited.empty()) write_rgb(o.composited, pvl::composite_on_white(img));
+  if (!o.composited.empty()) write_rgb(o.composited, gsurg::composite_on_white(img));
   return img;
 }
 
-pvl::TargetSize parse_size(const std::string& text) {
+gsurg::TargetSize parse_size(const std::string& text) {
   int h = 0, w = 0;
   char x = 0, extra = 0;
   std::istringstream in(text);
   if (!(in >> h >> x >> w) || x != 'x' || (in >> extra) || h < 1 || w < 1) {
-    throw pvl::Error("--size must be HxW with positive integers, not " + text);
+    throw gsurg::Error("--size must be HxW with positive integers, not " + text);
   }
-  return pvl::TargetSize{h, w};
+  return gsurg::TargetSize{h, w};
 }
 
 nlohmann::json read_json(const std::string& path) {
   try {
-    return nlohmann::json::parse(pvl::read_file(path));
+    return nlohmann::json::parse(gsurg::read_file(path));
   } catch (const nlohmann::json::exception& e) {
-    throw pvl::Error(path + ": not valid JSON: " + e.what());
+    throw gsurg::Error(path + ": not valid JSON: " + e.what());
   }
 }
 
@@ -129,21 +129,21 @@ std::string size_text(int height, int width) { return std::to_string(height) + "
 
 // A --qwen3vl job: the Qwen3-VL processor's target size, or an image's resize and pixel_values.
 std::string run_qwen3vl(const Options& o) {
-  if (!o.config.empty()) throw pvl::Error("--config and --qwen3vl exclude each other");
-  const pvl::Qwen3VlImageConfig cfg = pvl::Qwen3VlImageConfig::from_json(read_json(o.qwen3vl));
+  if (!o.config.empty()) throw gsurg::Error("--config and --qwen3vl exclude each other");
+  const gsurg::Qwen3VlImageConfig cfg = gsurg::Qwen3VlImageConfig::from_json(read_json(o.qwen3vl));
   if (!o.target_of.empty()) {
-    const pvl::TargetSize of = parse_size(o.target_of);
-    const pvl::TargetSize t = pvl::qwen3vl_smart_resize(of.height, of.width, cfg);
+    const gsurg::TargetSize of = parse_size(o.target_of);
+    const gsurg::TargetSize t = gsurg::qwen3vl_smart_resize(of.height, of.width, cfg);
     return "target " + size_text(t.height, t.width);
   }
-  if (o.image.empty()) throw pvl::Error("--image is required");
-  const pvl::Image img = load(o);
-  const pvl::TargetSize size =
-      o.size.empty() ? pvl::qwen3vl_smart_resize(img.height, img.width, cfg) : parse_size(o.size);
-  if (!o.resized.empty()) write_rgb(o.resized, pvl::resize_bicubic(img, size.width, size.height));
+  if (o.image.empty()) throw gsurg::Error("--image is required");
+  const gsurg::Image img = load(o);
+  const gsurg::TargetSize size =
+      o.size.empty() ? gsurg::qwen3vl_smart_resize(img.height, img.width, cfg) : parse_size(o.size);
+  if (!o.resized.empty()) write_rgb(o.resized, gsurg::resize_bicubic(img, size.width, size.height));
   std::string said = "target " + size_text(size.height, size.width);
   if (!o.out.empty()) {
-    const pvl::PixelValues pv = pvl::qwen3vl_preprocess_at(img, cfg, size);
+    const gsurg::PixelValues pv = gsurg::qwen3vl_preprocess_at(img, cfg, size);
     write_npy(o.out, "<f4",
               {static_cast<size_t>(pv.grid_h) * static_cast<size_t>(pv.grid_w), static_cast<size_t>(pv.patch_dim)},
               pv.data.data(), pv.data.size() * sizeof(float));
@@ -160,19 +160,19 @@ std::string run(const Options& o) {
     load(o);  // decode only
     return "";
   }
-  if (o.config.empty()) throw pvl::Error("--config is required");
-  const pvl::ImageProcessorConfig cfg = pvl::ImageProcessorConfig::from_json(read_json(o.config));
+  if (o.config.empty()) throw gsurg::Error("--config is required");
+  const gsurg::ImageProcessorConfig cfg = gsurg::ImageProcessorConfig::from_json(read_json(o.config));
   if (!o.target_of.empty()) {
-    const pvl::TargetSize of = parse_size(o.target_of);
-    const pvl::TargetSize t = pvl::target_size(of.height, of.width, cfg);
+    const gsurg::TargetSize of = parse_size(o.target_of);
+    const gsurg::TargetSize t = gsurg::target_size(of.height, of.width, cfg);
     return "target " + std::to_string(t.height) + "x" + std::to_string(t.width);
   }
-  if (o.image.empty()) throw pvl::Error("--image is required");
-  const pvl::Image img = load(o);
-  const pvl::TargetSize size = o.size.empty() ? pvl::target_size(img.height, img.width, cfg) : parse_size(o.size);
-  if (!o.resized.empty()) write_rgb(o.resized, pvl::resize_bicubic(img, size.width, size.height));
+  if (o.image.empty()) throw gsurg::Error("--image is required");
+  const gsurg::Image img = load(o);
+  const gsurg::TargetSize size = o.size.empty() ? gsurg::target_size(img.height, img.width, cfg) : parse_size(o.size);
+  if (!o.resized.empty()) write_rgb(o.resized, gsurg::resize_bicubic(img, size.width, size.height));
   if (!o.out.empty()) {
-    const pvl::PixelValues pv = pvl::preprocess_at(img, cfg, size);
+    const gsurg::PixelValues pv = gsurg::preprocess_at(img, cfg, size);
     write_npy(o.out, "<f4",
               {static_cast<size_t>(pv.grid_h), static_cast<size_t>(pv.grid_w), static_cast<size_t>(pv.patch_dim)},
               pv.data.data(), pv.data.size() * sizeof(float));
@@ -181,7 +181,7 @@ std::string run(const Options& o) {
 }
 
 int run_jobs(const Options& base) {
-  const std::string text = pvl::read_file(base.jobs);
+  const std::string text = gsurg::read_file(base.jobs);
   std::istringstream lines(text);
   std::string line;
   int index = 0, failed = 0;
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
     if (!extra.empty()) std::cout << extra << "\n";
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "pvl_preprocess_dump: error: " << e.what() << "\n";
+    std::cerr << "gsurg_preprocess_dump: error: " << e.what() << "\n";
     return 2;
   }
 }

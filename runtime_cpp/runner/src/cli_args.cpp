@@ -3,11 +3,11 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "pvl/cli.hpp"
-#include "pvl/error.hpp"
-#include "pvl/family_registry.hpp"
+#include "gsurg/cli.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/family_registry.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -168,4 +168,4 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
   return a;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

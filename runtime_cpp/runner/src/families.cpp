@@ -1,10 +1,10 @@
 // The registered families: model.json "family" -> its factory (see family_registry.hpp). A new family
 // adds its header and one entry here.
-#include "pvl/family_registry.hpp"
-#include "pvl/family_penguin_vl.hpp"
-#include "pvl/family_qwen3_vl.hpp"
+#include "gsurg/family_registry.hpp"
+#include "gsurg/family_penguin_vl.hpp"
+#include "gsurg/family_qwen3_vl.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 const std::vector<FamilyEntry>& families() {
   static const std::vector<FamilyEntry> table = {
@@ -14,4 +14,4 @@ const std::vector<FamilyEntry>& families() {
   return table;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,27 +1,27 @@
 // The Penguin-VL family's run: vision nets on first use, image preprocessing, the prompt checks, image
 // features over the image-token rows, 1-D decoder positions (see family_penguin_vl.hpp).
-#include "pvl/family_penguin_vl.hpp"
+#include "gsurg/family_penguin_vl.hpp"
 
 #include <cstring>
 #include <stdexcept>
 #include <utility>
 
-#include "pvl/error.hpp"
-#include "pvl/optional_parts.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/optional_parts.hpp"
 
-#if PVL_HAVE_PREPROCESS
-#include "pvl/image.hpp"
-#include "pvl/image_processor.hpp"
+#if GSURG_HAVE_PREPROCESS
+#include "gsurg/image.hpp"
+#include "gsurg/image_processor.hpp"
 #endif
 
-namespace pvl {
+namespace gsurg {
 
 void PenguinVlFamily::load_vision(const ModelConfig& cfg, int threads) {
   if (!tower_) tower_.reset(new PenguinVisionTower(cfg, settings_, threads));
 }
 
 ImagePreprocessor PenguinVlFamily::image_preprocessor() const {
-#if PVL_HAVE_PREPROCESS
+#if GSURG_HAVE_PREPROCESS
   const ImageProcessorConfig proc = ImageProcessorConfig::from_json(settings_.image_processor);
   return patch_preprocessor([proc](const Image& image) { return preprocess(image, proc); });
 #else
@@ -64,4 +64,4 @@ std::unique_ptr<Positions> PenguinVlFamily::positions(const ModelConfig& cfg, co
   return std::unique_ptr<Positions>(new TextPositions(d.rope_head_dim, d.rope_theta, d.rope_full_width));
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <iterator>
 
-#include "pvl/config_read.hpp"
-#include "pvl/family_penguin_vl.hpp"
-#include "pvl/json_access.hpp"
+#include "gsurg/config_read.hpp"
+#include "gsurg/family_penguin_vl.hpp"
+#include "gsurg/json_access.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -77,4 +77,4 @@ void read_penguin_settings(PenguinSettings& s, const JsonDoc& doc, const ModelCo
   s.image_token = static_cast<int>(image);
 }
 
-}  // namespace pvl
+}  // namespace gsurg

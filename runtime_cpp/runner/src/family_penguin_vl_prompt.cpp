@@ -1,13 +1,13 @@
 // Penguin-VL's chat template and prompt ids (see family_penguin_vl.hpp).
-#include "pvl/error.hpp"
-#include "pvl/optional_parts.hpp"
-#include "pvl/family_penguin_vl.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/optional_parts.hpp"
+#include "gsurg/family_penguin_vl.hpp"
 
-#if PVL_HAVE_TOKENIZER
-#include "pvl/tokenizer.hpp"
+#if GSURG_HAVE_TOKENIZER
+#include "gsurg/tokenizer.hpp"
 #endif
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 const char kImStart[] = "<|im_start|>";
@@ -28,7 +28,7 @@ std::string penguin_chat_prompt(const std::string& user_text, const std::vector<
 
 std::vector<int> PenguinVlFamily::prompt_ids(const Tokenizer& tok, const std::string& user_text,
                                              const std::vector<PatchInput>& images) const {
-#if PVL_HAVE_TOKENIZER
+#if GSURG_HAVE_TOKENIZER
   std::vector<int> image_tokens;  // one placeholder per patch
   for (const PatchInput& img : images) image_tokens.push_back(img.grid_h * img.grid_w);
   const int image_id = settings_.image_token;
@@ -59,4 +59,4 @@ std::vector<int> PenguinVlFamily::prompt_ids(const Tokenizer& tok, const std::st
 #endif
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -2,12 +2,12 @@
 // nets against model.json (see family_penguin_vl.hpp).
 #include <platform.h>
 
-#include "pvl/error.hpp"
-#include "pvl/family_penguin_vl.hpp"
-#include "pvl/net_checks.hpp"
-#include "pvl/rope.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/family_penguin_vl.hpp"
+#include "gsurg/net_checks.hpp"
+#include "gsurg/rope.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 RopeTables penguin_vision_rope_tables(int grid_h, int grid_w, int head_dim, double theta) {
   const std::vector<float> inv = rope_inv_freq(head_dim, theta);
@@ -96,4 +96,4 @@ std::vector<float> PenguinVisionTower::encode(const PatchInput& in) const {
   return mat_rows(projected, cfg_.hidden_size, projector_->files().param + " output");
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,28 +1,28 @@
 // The Qwen3-VL family's run: vision nets on first use, image preprocessing, the prompt and its image runs,
 // merger rows and DeepStack features over the <|image_pad|> rows, MRoPE positions (see
 // family_qwen3_vl.hpp).
-#include "pvl/family_qwen3_vl.hpp"
+#include "gsurg/family_qwen3_vl.hpp"
 
 #include <cstring>
 #include <stdexcept>
 #include <utility>
 
-#include "pvl/error.hpp"
-#include "pvl/optional_parts.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/optional_parts.hpp"
 
-#if PVL_HAVE_PREPROCESS
-#include "pvl/image.hpp"
-#include "pvl/qwen3vl_image_processor.hpp"
+#if GSURG_HAVE_PREPROCESS
+#include "gsurg/image.hpp"
+#include "gsurg/qwen3vl_image_processor.hpp"
 #endif
 
-namespace pvl {
+namespace gsurg {
 
 void Qwen3VlFamily::load_vision(const ModelConfig& cfg, int threads) {
   if (!tower_) tower_.reset(new Qwen3VlVisionTower(cfg, settings_, threads));
 }
 
 ImagePreprocessor Qwen3VlFamily::image_preprocessor() const {
-#if PVL_HAVE_PREPROCESS
+#if GSURG_HAVE_PREPROCESS
   const Qwen3VlImageConfig proc = Qwen3VlImageConfig::from_json(settings_.image_processor);
   return patch_preprocessor([proc](const Image& image) { return qwen3vl_preprocess(image, proc); });
 #else
@@ -107,4 +107,4 @@ std::unique_ptr<Positions> Qwen3VlFamily::positions(const ModelConfig& cfg, cons
                                                        settings_.mrope_block));
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -6,12 +6,12 @@
 #include <iterator>
 #include <utility>
 
-#include "pvl/config_read.hpp"
-#include "pvl/error.hpp"
-#include "pvl/family_qwen3_vl.hpp"
-#include "pvl/json_access.hpp"
+#include "gsurg/config_read.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/family_qwen3_vl.hpp"
+#include "gsurg/json_access.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -240,4 +240,4 @@ void read_qwen3_vl_settings(Qwen3VlSettings& s, const JsonDoc& doc, const ModelC
   s.vision_end = token(doc, cfg, "tokens.vision_end", doc.integer("tokens.vision_end"));
 }
 
-}  // namespace pvl
+}  // namespace gsurg

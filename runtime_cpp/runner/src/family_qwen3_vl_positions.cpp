@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <string>
 
-#include "pvl/error.hpp"
-#include "pvl/family_qwen3_vl.hpp"
-#include "pvl/rope.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/family_qwen3_vl.hpp"
+#include "gsurg/rope.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 MropePositions::MropePositions(int length, const std::vector<MropeImage>& images, int head_dim, double theta,
                                int sec_t, int sec_h, int sec_w, bool block)
@@ -76,4 +76,4 @@ RopeTables MropePositions::tables(int start, int rows) const {
   return out;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

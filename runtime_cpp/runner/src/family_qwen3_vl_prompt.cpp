@@ -1,13 +1,13 @@
 // Qwen3-VL's chat template and prompt ids (see family_qwen3_vl.hpp).
-#include "pvl/error.hpp"
-#include "pvl/optional_parts.hpp"
-#include "pvl/family_qwen3_vl.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/optional_parts.hpp"
+#include "gsurg/family_qwen3_vl.hpp"
 
-#if PVL_HAVE_TOKENIZER
-#include "pvl/tokenizer.hpp"
+#if GSURG_HAVE_TOKENIZER
+#include "gsurg/tokenizer.hpp"
 #endif
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 const char kImStart[] = "<|im_start|>";
@@ -29,7 +29,7 @@ std::string qwen3_vl_chat_prompt(const std::string& user_text, const std::vector
 
 std::vector<int> Qwen3VlFamily::prompt_ids(const Tokenizer& tok, const std::string& user_text,
                                            const std::vector<PatchInput>& images) const {
-#if PVL_HAVE_TOKENIZER
+#if GSURG_HAVE_TOKENIZER
   if (user_text.find_first_not_of(" \t\r\n") == std::string::npos) throw Error("the prompt is empty");
   for (const char* marker : {kImStart, kImEnd}) {
     if (tok.token_id(marker) < 0)
@@ -71,4 +71,4 @@ std::vector<int> Qwen3VlFamily::prompt_ids(const Tokenizer& tok, const std::stri
 #endif
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -7,12 +7,12 @@
 #include <cstring>
 #include <string>
 
-#include "pvl/error.hpp"
-#include "pvl/family_qwen3_vl.hpp"
-#include "pvl/net_checks.hpp"
-#include "pvl/rope.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/family_qwen3_vl.hpp"
+#include "gsurg/net_checks.hpp"
+#include "gsurg/rope.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 void merge_block_positions(int gh, int gw, int merge, std::vector<int>& rows, std::vector<int>& cols) {
   if (gh < 1 || gw < 1 || merge < 1 || gh % merge != 0 || gw % merge != 0)
@@ -219,4 +219,4 @@ Qwen3VlFeatures Qwen3VlVisionTower::encode(const PatchInput& in) const {
   return out;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -14,9 +14,9 @@
 #include <option.h>
 #include <paramdict.h>
 
-#include "pvl/lowbit_gemm.hpp"
+#include "gsurg/lowbit_gemm.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -164,4 +164,4 @@ const char* lowbit_kernel_in_use() {
   return lowbit::kernel_name(measured_rounding(), proven_best_kernel());
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,12 +1,12 @@
 // Transparent huge pages for large allocations (huge_pages.hpp), and the posix_memalign wrapper that
 // applies them to ncnn's buffers on Linux.
-#include "pvl/huge_pages.hpp"
+#include "gsurg/huge_pages.hpp"
 
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 
-#if defined(__linux__) && defined(PVL_WRAP_POSIX_MEMALIGN)
+#if defined(__linux__) && defined(GSURG_WRAP_POSIX_MEMALIGN)
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,14 +14,14 @@
 #include <cstring>
 #endif
 
-namespace pvl::huge_pages {
+namespace gsurg::huge_pages {
 
 namespace {
 
 std::atomic<bool> g_enabled{false};
 std::atomic<size_t> g_advised{0};
 
-#if defined(__linux__) && defined(PVL_WRAP_POSIX_MEMALIGN)
+#if defined(__linux__) && defined(GSURG_WRAP_POSIX_MEMALIGN)
 
 // Reads a small /sys file without allocating (this runs inside the allocator's wrapper).
 size_t read_sys(const char* path, char* buf, size_t cap) {
@@ -56,7 +56,7 @@ size_t huge_page_size() {
 }  // namespace
 
 bool supported() {
-#if defined(__linux__) && defined(PVL_WRAP_POSIX_MEMALIGN)
+#if defined(__linux__) && defined(GSURG_WRAP_POSIX_MEMALIGN)
   return huge_page_size() != 0;
 #else
   return false;
@@ -64,7 +64,7 @@ bool supported() {
 }
 
 size_t page_bytes() {
-#if defined(__linux__) && defined(PVL_WRAP_POSIX_MEMALIGN)
+#if defined(__linux__) && defined(GSURG_WRAP_POSIX_MEMALIGN)
   return huge_page_size();
 #else
   return 0;
@@ -76,7 +76,7 @@ void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
 
 size_t advise(void* p, size_t bytes) {
-#if defined(__linux__) && defined(PVL_WRAP_POSIX_MEMALIGN)
+#if defined(__linux__) && defined(GSURG_WRAP_POSIX_MEMALIGN)
   if (p == nullptr || bytes < kMinBytes || !enabled()) return 0;
   const size_t page = huge_page_size();
   if (page == 0) return 0;
@@ -96,16 +96,16 @@ size_t advise(void* p, size_t bytes) {
 
 size_t advised_bytes() { return g_advised.load(std::memory_order_relaxed); }
 
-}  // namespace pvl::huge_pages
+}  // namespace gsurg::huge_pages
 
-#if defined(__linux__) && defined(PVL_WRAP_POSIX_MEMALIGN)
+#if defined(__linux__) && defined(GSURG_WRAP_POSIX_MEMALIGN)
 // The linker's --wrap=posix_memalign sends every call of posix_memalign in the program (ncnn's fastMalloc,
 // inlined into its static library's objects, among them) here; __real_posix_memalign is the C library's.
 extern "C" int __real_posix_memalign(void** out, size_t alignment, size_t size);
 
 extern "C" int __wrap_posix_memalign(void** out, size_t alignment, size_t size) {
   const int rc = __real_posix_memalign(out, alignment, size);
-  if (rc == 0) pvl::huge_pages::advise(*out, size);
+  if (rc == 0) gsurg::huge_pages::advise(*out, size);
   return rc;
 }
 #endif

@@ -1,6 +1,6 @@
 // The 8-bit kernel's layout and dispatch (int8_kernel.hpp); the arithmetic is in int8_kernel_avx512.cpp and
 // int8_kernel_avx2.cpp.
-#include "pvl/int8_kernel.hpp"
+#include "gsurg/int8_kernel.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,11 +10,11 @@
 #include <cpu.h>
 
 #include "int8_kernel_rows.hpp"
-#include "pvl/huge_pages.hpp"
+#include "gsurg/huge_pages.hpp"
 
-namespace pvl::int8k {
+namespace gsurg::int8k {
 
-#if PVL_INT8_AVX512 || PVL_INT8_AVX2
+#if GSURG_INT8_AVX512 || GSURG_INT8_AVX2
 namespace detail {
 void reciprocals_avx512(const float* x, float* out);
 void gemm_avx512vnni(const Int8Weights& w, const float* a, size_t a_stride, int M, float* out,
@@ -28,7 +28,7 @@ void gemm_avx2(const Int8Weights& w, const float* a, size_t a_stride, int M, flo
 namespace {
 
 bool vnni_runs() {
-#if PVL_INT8_AVX512
+#if GSURG_INT8_AVX512
   return ncnn::cpu_support_x86_avx512() && ncnn::cpu_support_x86_avx512_vnni();
 #else
   return false;
@@ -36,7 +36,7 @@ bool vnni_runs() {
 }
 
 bool avx2_runs() {
-#if PVL_INT8_AVX2
+#if GSURG_INT8_AVX2
   return ncnn::cpu_support_x86_avx2() && ncnn::cpu_support_x86_fma();
 #else
   return false;
@@ -59,13 +59,13 @@ namespace {
 // build) groups: an approximate reciprocal and one Newton step, GCC's vectorised 1.f / x under -ffast-math,
 // the same per lane either way; or by division where the kernel cannot run.
 void reciprocals(const float* x, float* out) {
-#if PVL_INT8_AVX512
+#if GSURG_INT8_AVX512
   if (vnni_runs()) {
     detail::reciprocals_avx512(x, out);
     return;
   }
 #endif
-#if PVL_INT8_AVX2
+#if GSURG_INT8_AVX2
   if (avx2_runs()) {
     detail::reciprocals_avx2(x, out);
     return;
@@ -184,13 +184,13 @@ RowForms ncnn_row_forms(int M, int K, int block, int constant_tile_m, int nt) {
 
 void gemm(const Int8Weights& w, const float* a, size_t a_stride, int M, float* out, size_t out_stride,
           int threads, Descale descale, RowForms rows) {
-#if PVL_INT8_AVX512
+#if GSURG_INT8_AVX512
   if (vnni_runs()) {
     detail::gemm_avx512vnni(w, a, a_stride, M, out, out_stride, threads, descale);
     return;
   }
 #endif
-#if PVL_INT8_AVX2
+#if GSURG_INT8_AVX2
   detail::gemm_avx2(w, a, a_stride, M, out, out_stride, threads, descale, rows);
 #else
   (void)w, (void)a, (void)a_stride, (void)M, (void)out, (void)out_stride, (void)threads, (void)descale;
@@ -198,4 +198,4 @@ void gemm(const Int8Weights& w, const float* a, size_t a_stride, int M, float* o
 #endif
 }
 
-}  // namespace pvl::int8k
+}  // namespace gsurg::int8k

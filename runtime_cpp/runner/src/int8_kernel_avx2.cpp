@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "int8_kernel_rows.hpp"
-#include "pvl/int8_kernel.hpp"
+#include "gsurg/int8_kernel.hpp"
 
 #if !defined(__AVX2__) || !defined(__FMA__)
 #error "int8_kernel_avx2.cpp must be compiled with -mavx2 -mfma"
 #endif
 
-namespace pvl::int8k::detail {
+namespace gsurg::int8k::detail {
 
 namespace {
 
@@ -174,4 +174,4 @@ void gemm_avx2(const Int8Weights& w, const float* a, size_t a_stride, int M, flo
   else all_groups<false>(w, q.data(), mag.data(), da.data(), M, out, out_stride, threads);
 }
 
-}  // namespace pvl::int8k::detail
+}  // namespace gsurg::int8k::detail

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "int8_kernel_rows.hpp"
-#include "pvl/int8_kernel.hpp"
+#include "gsurg/int8_kernel.hpp"
 
-namespace pvl::int8k::detail {
+namespace gsurg::int8k::detail {
 
 namespace {
 
@@ -106,4 +106,4 @@ void gemm_avx512vnni(const Int8Weights& w, const float* a, size_t a_stride, int 
   }
 }
 
-}  // namespace pvl::int8k::detail
+}  // namespace gsurg::int8k::detail

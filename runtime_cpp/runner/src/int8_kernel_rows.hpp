@@ -8,9 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "pvl/int8_kernel.hpp"
+#include "gsurg/int8_kernel.hpp"
 
-namespace pvl::int8k::detail {
+namespace gsurg::int8k::detail {
 
 namespace {
 
@@ -39,4 +39,4 @@ inline int code_of(float t) {
 
 }  // namespace
 
-}  // namespace pvl::int8k::detail
+}  // namespace gsurg::int8k::detail

@@ -1,5 +1,5 @@
 // LowBitGemm and LowBitNet (lowbit_gemm.hpp).
-#include "pvl/lowbit_gemm.hpp"
+#include "gsurg/lowbit_gemm.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -14,10 +14,10 @@
 #include <modelbin.h>
 #include <paramdict.h>
 
-#include "pvl/error.hpp"
-#include "pvl/files.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/files.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 std::atomic<int> g_packed_layers{0};
@@ -279,4 +279,4 @@ bool has_block_quantized_gemm(const std::string& param_path) {
   return false;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,6 +1,6 @@
 // lowbit_kernel.hpp: the packing, the portable and NEON instances of the loop, and the choice among them
 // (the AVX2 and AVX-512 instances are in files of their own, built for those instruction sets).
-#include "pvl/lowbit_kernel.hpp"
+#include "gsurg/lowbit_kernel.hpp"
 
 #include <cpu.h>
 
@@ -11,17 +11,17 @@
 #include "lowbit_kernel_scalar.hpp"
 #include "lowbit_kernel_tiles.hpp"
 
-namespace pvl::lowbit {
+namespace gsurg::lowbit {
 
 namespace detail {
 
-#if PVL_LOWBIT_AVX512
+#if GSURG_LOWBIT_AVX512
 void gemm_avx512(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
                  float* out, size_t out_stride, int threads);
 void gemm_avx512_fma(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias,
                      float alpha, float* out, size_t out_stride, int threads);
 #endif
-#if PVL_LOWBIT_AVX2
+#if GSURG_LOWBIT_AVX2
 void gemm_avx2(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
                float* out, size_t out_stride, int threads);
 void gemm_avx2_fma(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias,
@@ -128,7 +128,7 @@ namespace {
 
 // Where the AVX2 instances can run: AVX2 for the separate rounding, AVX2 and FMA for the fused one.
 bool avx2_runs(Rounding rounding) {
-#if PVL_LOWBIT_AVX2
+#if GSURG_LOWBIT_AVX2
   return ncnn::cpu_support_x86_avx2() && (rounding == Rounding::kSeparate || ncnn::cpu_support_x86_fma());
 #else
   (void)rounding;
@@ -138,7 +138,7 @@ bool avx2_runs(Rounding rounding) {
 
 // Where the AVX-512 instances can run: AVX-512F has the fused multiply-add itself.
 bool avx512_runs() {
-#if PVL_LOWBIT_AVX512
+#if GSURG_LOWBIT_AVX512
   return ncnn::cpu_support_x86_avx512() != 0;
 #else
   return false;
@@ -163,7 +163,7 @@ const char* kernel_name(Rounding rounding, Kernel kernel) {
 void gemm(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
           float* out, size_t out_stride, int threads, Rounding rounding, Kernel kernel) {
   const bool fused = rounding == Rounding::kFused;
-#if PVL_LOWBIT_AVX512
+#if GSURG_LOWBIT_AVX512
   if (kernel == Kernel::kBest && avx512_runs()) {
     if (fused) detail::gemm_avx512_fma(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
     else detail::gemm_avx512(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
@@ -172,7 +172,7 @@ void gemm(const PackedWeights& w, const float* a, size_t a_stride, int M, const 
 #endif
   const bool wide = kernel == Kernel::kScalarWide;
   if (kernel != Kernel::kScalar && !wide) {
-#if PVL_LOWBIT_AVX2
+#if GSURG_LOWBIT_AVX2
     if (avx2_runs(rounding)) {
       if (fused) detail::gemm_avx2_fma(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
       else detail::gemm_avx2(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
@@ -185,7 +185,7 @@ void gemm(const PackedWeights& w, const float* a, size_t a_stride, int M, const 
     return;
 #endif
   }
-#if PVL_LOWBIT_AVX2
+#if GSURG_LOWBIT_AVX2
   // The fused portable lanes where the CPU has FMA, so std::fma is the instruction: some C libraries'
   // fmaf (mingw-w64's) does not round once.
   if (fused && ncnn::cpu_support_x86_fma()) {
@@ -203,4 +203,4 @@ void gemm(const PackedWeights& w, const float* a, size_t a_stride, int M, const 
   else detail::run<detail::Scalar<false>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
 }
 
-}  // namespace pvl::lowbit
+}  // namespace gsurg::lowbit

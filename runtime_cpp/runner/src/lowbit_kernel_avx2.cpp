@@ -3,11 +3,11 @@
 #include "lowbit_kernel_avx2.hpp"
 #include "lowbit_kernel_tiles.hpp"
 
-namespace pvl::lowbit::detail {
+namespace gsurg::lowbit::detail {
 
 void gemm_avx2(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias, float alpha,
                float* out, size_t out_stride, int threads) {
   run<Avx2<false>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
 }
 
-}  // namespace pvl::lowbit::detail
+}  // namespace gsurg::lowbit::detail

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace pvl::lowbit::detail {
+namespace gsurg::lowbit::detail {
 
 // Internal to each file that includes it: the files are built with different instruction sets, and one
 // instance must not stand in for another at link time.
@@ -41,4 +41,4 @@ struct Avx2 {
 
 }  // namespace
 
-}  // namespace pvl::lowbit::detail
+}  // namespace gsurg::lowbit::detail

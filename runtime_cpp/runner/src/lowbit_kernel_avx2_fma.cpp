@@ -8,7 +8,7 @@
 #error "lowbit_kernel_avx2_fma.cpp must be compiled with -mfma"
 #endif
 
-namespace pvl::lowbit::detail {
+namespace gsurg::lowbit::detail {
 
 void gemm_avx2_fma(const PackedWeights& w, const float* a, size_t a_stride, int M, const Bias& bias,
                    float alpha, float* out, size_t out_stride, int threads) {
@@ -25,4 +25,4 @@ void gemm_scalar_wide_fma(const PackedWeights& w, const float* a, size_t a_strid
   run<Scalar<true, 2>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
 }
 
-}  // namespace pvl::lowbit::detail
+}  // namespace gsurg::lowbit::detail

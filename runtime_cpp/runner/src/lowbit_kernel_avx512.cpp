@@ -12,7 +12,7 @@
 #error "lowbit_kernel_avx512.cpp must be compiled with -mavx512f -mfma"
 #endif
 
-namespace pvl::lowbit::detail {
+namespace gsurg::lowbit::detail {
 
 namespace {
 
@@ -57,4 +57,4 @@ void gemm_avx512_fma(const PackedWeights& w, const float* a, size_t a_stride, in
   run<Avx512<true>>(w, a, a_stride, M, bias, alpha, out, out_stride, threads);
 }
 
-}  // namespace pvl::lowbit::detail
+}  // namespace gsurg::lowbit::detail

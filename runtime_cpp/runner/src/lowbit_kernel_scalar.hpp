@@ -6,9 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "pvl/lowbit_kernel.hpp"
+#include "gsurg/lowbit_kernel.hpp"
 
-namespace pvl::lowbit::detail {
+namespace gsurg::lowbit::detail {
 
 // Internal to each file that includes it: the files are built with different instruction sets, and one
 // instance must not stand in for another at link time.
@@ -91,4 +91,4 @@ struct Scalar {
 
 }  // namespace
 
-}  // namespace pvl::lowbit::detail
+}  // namespace gsurg::lowbit::detail

@@ -16,9 +16,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "pvl/lowbit_kernel.hpp"
+#include "gsurg/lowbit_kernel.hpp"
 
-namespace pvl::lowbit::detail {
+namespace gsurg::lowbit::detail {
 
 // Internal to each file that includes it, as the vector types are: the files are built with different
 // instruction sets, and no function compiled for one may stand in for another's at link time.
@@ -201,4 +201,4 @@ void run(const PackedWeights& w, const float* a, size_t a_stride, int M, const B
 
 }  // namespace
 
-}  // namespace pvl::lowbit::detail
+}  // namespace gsurg::lowbit::detail

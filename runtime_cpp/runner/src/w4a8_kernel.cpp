@@ -2,7 +2,7 @@
 // instances, the bias, and the choice among instances (AVX-512 VNNI and AVX2 are in files of their own,
 // built for those instruction sets). Built with -ffp-contract=off: the contract's float steps are separate
 // roundings.
-#include "pvl/w4a8_kernel.hpp"
+#include "gsurg/w4a8_kernel.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,15 +14,15 @@
 #include <arm_neon.h>
 #endif
 
-#include "pvl/huge_pages.hpp"
+#include "gsurg/huge_pages.hpp"
 #include "w4a8_kernel_instances.hpp"
 
-namespace pvl::w4a8 {
+namespace gsurg::w4a8 {
 
 namespace {
 
 bool vnni_runs() {
-#if PVL_W4A8_AVX512
+#if GSURG_W4A8_AVX512
   return ncnn::cpu_support_x86_avx512() && ncnn::cpu_support_x86_avx512_vnni();
 #else
   return false;
@@ -30,7 +30,7 @@ bool vnni_runs() {
 }
 
 bool avx2_runs() {
-#if PVL_W4A8_AVX2
+#if GSURG_W4A8_AVX2
   return ncnn::cpu_support_x86_avx2() != 0;
 #else
   return false;
@@ -272,10 +272,10 @@ void gemm(const Weights& w, const float* a, size_t a_stride, int M, const lowbit
           float* out, size_t out_stride, int threads, Instance instance) {
   const QuantizedInput in = quantize_input(w, a, a_stride, M, threads);
   switch (resolve(instance)) {
-#if PVL_W4A8_AVX512
+#if GSURG_W4A8_AVX512
     case 2: detail::gemm_avx512vnni(w, in, out, out_stride, threads); break;
 #endif
-#if PVL_W4A8_AVX2
+#if GSURG_W4A8_AVX2
     case 1: detail::gemm_avx2(w, in, out, out_stride, threads); break;
 #endif
 #if defined(__aarch64__)
@@ -286,4 +286,4 @@ void gemm(const Weights& w, const float* a, size_t a_stride, int M, const lowbit
   finish(bias, alpha, M, w.N, out, out_stride);
 }
 
-}  // namespace pvl::w4a8
+}  // namespace gsurg::w4a8

@@ -10,7 +10,7 @@
 
 #include "w4a8_kernel_instances.hpp"
 
-namespace pvl::w4a8::detail {
+namespace gsurg::w4a8::detail {
 
 namespace {
 
@@ -77,4 +77,4 @@ void gemm_avx2(const Weights& w, const QuantizedInput& in, float* out, size_t ou
   }
 }
 
-}  // namespace pvl::w4a8::detail
+}  // namespace gsurg::w4a8::detail

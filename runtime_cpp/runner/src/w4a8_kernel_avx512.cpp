@@ -8,7 +8,7 @@
 
 #include "w4a8_kernel_instances.hpp"
 
-namespace pvl::w4a8::detail {
+namespace gsurg::w4a8::detail {
 
 namespace {
 
@@ -70,4 +70,4 @@ void gemm_avx512vnni(const Weights& w, const QuantizedInput& in, float* out, siz
   }
 }
 
-}  // namespace pvl::w4a8::detail
+}  // namespace gsurg::w4a8::detail

@@ -6,15 +6,15 @@
 
 #include <cstddef>
 
-#include "pvl/w4a8_kernel.hpp"
+#include "gsurg/w4a8_kernel.hpp"
 
-namespace pvl::w4a8::detail {
+namespace gsurg::w4a8::detail {
 
-#if PVL_W4A8_AVX512
+#if GSURG_W4A8_AVX512
 void gemm_avx512vnni(const Weights& w, const QuantizedInput& in, float* out, size_t out_stride, int threads);
 #endif
-#if PVL_W4A8_AVX2
+#if GSURG_W4A8_AVX2
 void gemm_avx2(const Weights& w, const QuantizedInput& in, float* out, size_t out_stride, int threads);
 #endif
 
-}  // namespace pvl::w4a8::detail
+}  // namespace gsurg::w4a8::detail

@@ -1,5 +1,5 @@
 // WeightWidener and the widening loops (weight_widening.hpp).
-#include "pvl/weight_widening.hpp"
+#include "gsurg/weight_widening.hpp"
 
 #include <atomic>
 #include <cmath>
@@ -15,7 +15,7 @@
 #include <option.h>
 #include <paramdict.h>
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -159,4 +159,4 @@ bool builtin_gemm_drops_constant_b() {
   return drops;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "pvl/decoder.hpp"
-#include "pvl/embeddings.hpp"
-#include "pvl/family.hpp"
-#include "pvl/family_registry.hpp"
-#include "pvl/model_config.hpp"
-#include "pvl/rope.hpp"
+#include "gsurg/decoder.hpp"
+#include "gsurg/embeddings.hpp"
+#include "gsurg/family.hpp"
+#include "gsurg/family_registry.hpp"
+#include "gsurg/model_config.hpp"
+#include "gsurg/rope.hpp"
 
 namespace {
 
@@ -33,10 +33,10 @@ void expect(bool ok, const std::string& what) {
 }
 
 // The last hidden row of one prefill of ids with the given tables.
-std::vector<float> prefill(const pvl::Decoder& dec, const pvl::Embeddings& emb, const std::vector<int>& ids,
-                           const pvl::RopeTables& rope) {
-  pvl::KVSession session(dec, static_cast<int>(ids.size()));
-  pvl::StepInputs in;
+std::vector<float> prefill(const gsurg::Decoder& dec, const gsurg::Embeddings& emb, const std::vector<int>& ids,
+                           const gsurg::RopeTables& rope) {
+  gsurg::KVSession session(dec, static_cast<int>(ids.size()));
+  gsurg::StepInputs in;
   in.rope = rope;
   return session.step(emb.rows(ids), static_cast<int>(ids.size()), in);
 }
@@ -62,35 +62,35 @@ bool throws_logic_error(Fn fn) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: pvl_family_seams MODEL_DIR\n");
+    std::fprintf(stderr, "usage: gsurg_family_seams MODEL_DIR\n");
     return 2;
   }
   try {
-    const pvl::FamilyEntry* penguin = pvl::find_family("penguin_vl");
+    const gsurg::FamilyEntry* penguin = gsurg::find_family("penguin_vl");
     expect(penguin != nullptr && penguin->version == 2, "the registry has penguin_vl version 2");
-    expect(pvl::find_family("qwen3_llm") == nullptr, "the registry has no qwen3_llm (an LLM-only model.json)");
+    expect(gsurg::find_family("qwen3_llm") == nullptr, "the registry has no qwen3_llm (an LLM-only model.json)");
 
-    std::unique_ptr<pvl::Family> family;
-    const pvl::ModelConfig cfg = pvl::ModelConfig::load(argv[1], family);
+    std::unique_ptr<gsurg::Family> family;
+    const gsurg::ModelConfig cfg = gsurg::ModelConfig::load(argv[1], family);
     expect(family && family->name() == "penguin_vl" && cfg.family == "penguin_vl",
            "ModelConfig::load makes the family model.json names");
-    const pvl::Embeddings emb(cfg, 1);
-    const pvl::Decoder dec(cfg, 1, family->decoder_inputs());
+    const gsurg::Embeddings emb(cfg, 1);
+    const gsurg::Decoder dec(cfg, 1, family->decoder_inputs());
 
     std::vector<int> ids;
     for (int id = 1; static_cast<int>(ids.size()) < 6; ++id) {
       if (id != family->placeholder_id()) ids.push_back(id);
     }
     const int n = static_cast<int>(ids.size());
-    const pvl::DecoderSettings& d = cfg.decoder;
-    const std::unique_ptr<pvl::Positions> positions = family->positions(cfg, ids, {});
+    const gsurg::DecoderSettings& d = cfg.decoder;
+    const std::unique_ptr<gsurg::Positions> positions = family->positions(cfg, ids, {});
     const std::vector<float> by_family = prefill(dec, emb, ids, positions->tables(0, n));
     const std::vector<float> by_core =
-        prefill(dec, emb, ids, pvl::text_rope_tables(0, n, d.rope_head_dim, d.rope_theta, d.rope_full_width));
+        prefill(dec, emb, ids, gsurg::text_rope_tables(0, n, d.rope_head_dim, d.rope_theta, d.rope_full_width));
     expect(max_abs_diff(by_family, by_core) == 0.0f, "penguin_vl's positions are the core's 1-D tables");
     // Every token at position 0: no rotation, so attention no longer sees the order.
-    pvl::RopeTables flat = pvl::text_rope_tables(0, n, d.rope_head_dim, d.rope_theta, d.rope_full_width);
-    const pvl::RopeTables first = pvl::text_rope_tables(0, 1, d.rope_head_dim, d.rope_theta, d.rope_full_width);
+    gsurg::RopeTables flat = gsurg::text_rope_tables(0, n, d.rope_head_dim, d.rope_theta, d.rope_full_width);
+    const gsurg::RopeTables first = gsurg::text_rope_tables(0, 1, d.rope_head_dim, d.rope_theta, d.rope_full_width);
     for (int r = 0; r < n; ++r) {
       std::copy(first.cos.begin(), first.cos.end(), flat.cos.begin() + static_cast<long>(r) * flat.width);
       std::copy(first.sin.begin(), first.sin.end(), flat.sin.begin() + static_cast<long>(r) * flat.width);
@@ -99,15 +99,15 @@ int main(int argc, char** argv) {
     expect(moved > 1e-4f, "other tables change the decoder's output (max |diff| " + std::to_string(moved) + ")");
 
     expect(throws_logic_error([&] {
-             prefill(dec, emb, ids, pvl::text_rope_tables(0, n - 1, d.rope_head_dim, d.rope_theta,
+             prefill(dec, emb, ids, gsurg::text_rope_tables(0, n - 1, d.rope_head_dim, d.rope_theta,
                                                           d.rope_full_width));
            }),
            "tables of fewer rows than the step are refused");
     expect(throws_logic_error([&] {
-             pvl::KVSession session(dec, n);
-             pvl::StepInputs in;
+             gsurg::KVSession session(dec, n);
+             gsurg::StepInputs in;
              in.rope = positions->tables(0, n);
-             in.extra.push_back(pvl::NetInput{"deepstack0", n, cfg.hidden_size,
+             in.extra.push_back(gsurg::NetInput{"deepstack0", n, cfg.hidden_size,
                                               std::vector<float>(static_cast<size_t>(n) * cfg.hidden_size)});
              session.step(emb.rows(ids), n, in);
            }),

@@ -16,7 +16,7 @@
 
 #include <mat.h>
 
-#include "pvl/huge_pages.hpp"
+#include "gsurg/huge_pages.hpp"
 
 namespace {
 
@@ -57,7 +57,7 @@ bool has_flag(const std::string& vm_flags, const char* flag) {
 }  // namespace
 
 int main() {
-  namespace hp = pvl::huge_pages;
+  namespace hp = gsurg::huge_pages;
 #if !defined(__linux__)
   // posix_memalign (used below) is POSIX; elsewhere the runtime never advises (supported() is false).
   std::printf("skipped: transparent huge pages are advised on Linux only\n");

@@ -1,7 +1,7 @@
-// int8_gemm_check: the 8-bit kernel (runner/include/pvl/int8_kernel.hpp) as LowBitGemm runs it.
+// int8_gemm_check: the 8-bit kernel (runner/include/gsurg/int8_kernel.hpp) as LowBitGemm runs it.
 //
 // Where the kernel runs (a CPU with AVX-512 VNNI or AVX2 + FMA and an ncnn whose decode step it reproduces,
-// pvl::int8_descale() >= 0):
+// gsurg::int8_descale() >= 0):
 //   1. one input row (a decode step), every shape below: the output equals ncnn's builtin Gemm bit for bit
 //      (memcmp) -- ncnn is the golden;
 //   2. every row count: the output equals this file's own scalar model of the arithmetic int8_kernel.hpp
@@ -36,8 +36,8 @@
 #include <option.h>
 #include <paramdict.h>
 
-#include "pvl/int8_kernel.hpp"
-#include "pvl/lowbit_gemm.hpp"
+#include "gsurg/int8_kernel.hpp"
+#include "gsurg/lowbit_gemm.hpp"
 
 namespace {
 
@@ -243,7 +243,7 @@ void run_case(const Case& c, std::mt19937& rng, bool kernel_runs, bool reciproca
   const std::vector<float> a = random_input(c, rng);
   const ncnn::Option opt = options(c);
   std::unique_ptr<ncnn::Layer> builtin(ncnn::create_layer_cpu(ncnn::LayerType::Gemm));
-  pvl::LowBitGemm mine(pvl::lowbit::Kernel::kBest, !c.packing, c.threads);
+  gsurg::LowBitGemm mine(gsurg::lowbit::Kernel::kBest, !c.packing, c.threads);
   if (!build(builtin.get(), c, w, opt) || !build(&mine, c, w, opt)) {
     std::printf("FAIL %s: a layer refused the params or weights\n", describe(c).c_str());
     ++tally.failures;
@@ -271,7 +271,7 @@ void run_case(const Case& c, std::mt19937& rng, bool kernel_runs, bool reciproca
   const float* pg = static_cast<const float*>(got_plain.data);
   // Where the kernel reproduces how ncnn tiles and quantizes several rows (the AVX2 instance beside ncnn's
   // AVX build), every row must equal ncnn's; elsewhere the rows of a multi-row input are only counted.
-  const int tile_m = pvl::int8k::ncnn_row_forms(c.M, c.K, c.block, 0, c.threads).tile_m;
+  const int tile_m = gsurg::int8k::ncnn_row_forms(c.M, c.K, c.block, 0, c.threads).tile_m;
   if (!expect_packed || c.M == 1 || tile_m > 0) {
     ok = !first_difference(pw, pg, c.M, c.N, describe(c) + (expect_packed ? " vs ncnn" : " (builtin)")) && ok;
   } else {
@@ -294,8 +294,8 @@ void run_case(const Case& c, std::mt19937& rng, bool kernel_runs, bool reciproca
 }  // namespace
 
 int main() {
-  const bool available = pvl::int8k::available();
-  const int descale = pvl::int8_descale();
+  const bool available = gsurg::int8k::available();
+  const int descale = gsurg::int8_descale();
   const bool kernel_runs = available && descale >= 0;
   if (!available) {
     std::printf("no 8-bit kernel on this CPU or build (neither AVX-512 VNNI nor AVX2 + FMA): every 8-bit "
@@ -305,7 +305,7 @@ int main() {
                 "8-bit Gemm must stay with ncnn's layer\n");
   } else {
     std::printf("the %s kernel runs here; this ncnn computes the input descale as %s\n",
-                pvl::int8k::kernel_name(), descale == 1 ? "absmax * (1 / 127)" : "absmax / 127");
+                gsurg::int8k::kernel_name(), descale == 1 ? "absmax * (1 / 127)" : "absmax / 127");
   }
   std::mt19937 rng(20261203);
   Tally tally;

@@ -1,4 +1,4 @@
-// lowbit_gemm_check: LowBitGemm (runner/include/pvl/lowbit_gemm.hpp) against ncnn's builtin Gemm for this
+// lowbit_gemm_check: LowBitGemm (runner/include/gsurg/lowbit_gemm.hpp) against ncnn's builtin Gemm for this
 // CPU, bit for bit. Every case builds both layers from the same params and the same random weights (codes,
 // block scales, input scales, C), runs them on the same random A, and compares the outputs with memcmp:
 // the builtin's loop is the golden, so the kernel is correct only if it rounds exactly as ncnn does.
@@ -27,7 +27,7 @@
 #include <option.h>
 #include <paramdict.h>
 
-#include "pvl/lowbit_gemm.hpp"
+#include "gsurg/lowbit_gemm.hpp"
 
 namespace {
 
@@ -70,10 +70,10 @@ struct Built {
   bool packed;
 };
 
-std::string kernel_name(pvl::lowbit::Kernel kernel) {
-  const int rounding = pvl::ncnn_loop_rounding();
+std::string kernel_name(gsurg::lowbit::Kernel kernel) {
+  const int rounding = gsurg::ncnn_loop_rounding();
   if (rounding < 0) return "none (it reproduces neither rounding of this ncnn)";
-  return pvl::lowbit::kernel_name(rounding == 1 ? pvl::lowbit::Rounding::kFused : pvl::lowbit::Rounding::kSeparate,
+  return gsurg::lowbit::kernel_name(rounding == 1 ? gsurg::lowbit::Rounding::kFused : gsurg::lowbit::Rounding::kSeparate,
                                   kernel);
 }
 
@@ -151,12 +151,12 @@ bool run_case(const Case& c, std::mt19937& rng) {
   ncnn::Layer* builtin = ncnn::create_layer_cpu(ncnn::LayerType::Gemm);
   // Every instance this CPU runs: the widest, the 8-lane one and the portable lanes 8 and 16 wide (the
   // same one twice where there is nothing wider).
-  const pvl::lowbit::Kernel kernels[] = {pvl::lowbit::Kernel::kBest, pvl::lowbit::Kernel::kEightLanes,
-                                         pvl::lowbit::Kernel::kScalar, pvl::lowbit::Kernel::kScalarWide};
-  std::vector<std::unique_ptr<pvl::LowBitGemm>> mine;
+  const gsurg::lowbit::Kernel kernels[] = {gsurg::lowbit::Kernel::kBest, gsurg::lowbit::Kernel::kEightLanes,
+                                         gsurg::lowbit::Kernel::kScalar, gsurg::lowbit::Kernel::kScalarWide};
+  std::vector<std::unique_ptr<gsurg::LowBitGemm>> mine;
   bool ok = build(builtin, c, weights, opt);
-  for (pvl::lowbit::Kernel kernel : kernels) {
-    mine.push_back(std::make_unique<pvl::LowBitGemm>(kernel));
+  for (gsurg::lowbit::Kernel kernel : kernels) {
+    mine.push_back(std::make_unique<gsurg::LowBitGemm>(kernel));
     ok = ok && build(mine.back().get(), c, weights, opt);
   }
   if (!ok) {
@@ -164,7 +164,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
     delete builtin;
     return false;
   }
-  const bool expect_packed = pvl::lowbit::packable(c.bits, c.block, c.K);
+  const bool expect_packed = gsurg::lowbit::packable(c.bits, c.block, c.K);
   std::vector<ncnn::Mat> want(1);
   if (builtin->forward(bottoms, want, opt) != 0) {
     std::printf("FAIL %s: ncnn's forward failed\n", describe(c).c_str());
@@ -192,7 +192,7 @@ bool run_case(const Case& c, std::mt19937& rng) {
 }  // namespace
 
 int main() {
-  const int rounding = pvl::ncnn_loop_rounding();
+  const int rounding = gsurg::ncnn_loop_rounding();
   std::printf("this ncnn's 4/6-bit loop rounds %s\n", rounding == 1   ? "fused (multiply-add)"
                                                      : rounding == 0 ? "separately (multiply, then add)"
                                                                      : "as neither kernel rounding does");
@@ -228,18 +228,18 @@ int main() {
   int failed = 0, packed = 0;
   // The runtime takes the widest instance only where the once-per-process probe proved it: here, where the
   // cases below hold it against ncnn, the probe must have proved it too.
-  if (rounding >= 0 && pvl::proven_best_kernel() != pvl::lowbit::Kernel::kBest) {
+  if (rounding >= 0 && gsurg::proven_best_kernel() != gsurg::lowbit::Kernel::kBest) {
     std::printf("FAIL the probe did not prove the widest instance (%s); the runtime runs %s\n",
-                kernel_name(pvl::lowbit::Kernel::kBest).c_str(), pvl::lowbit_kernel_in_use());
+                kernel_name(gsurg::lowbit::Kernel::kBest).c_str(), gsurg::lowbit_kernel_in_use());
     ++failed;
   }
   for (const Case& c : cases) {
     if (!run_case(c, rng)) ++failed;
-    if (pvl::lowbit::packable(c.bits, c.block, c.K)) ++packed;
+    if (gsurg::lowbit::packable(c.bits, c.block, c.K)) ++packed;
   }
   std::printf("lowbit_gemm_check: %zu cases (%d through the kernel, kernels here: %s, %s, %s, %s), %d failed\n",
-              cases.size(), packed, kernel_name(pvl::lowbit::Kernel::kBest).c_str(),
-              kernel_name(pvl::lowbit::Kernel::kEightLanes).c_str(), kernel_name(pvl::lowbit::Kernel::kScalar).c_str(),
-              kernel_name(pvl::lowbit::Kernel::kScalarWide).c_str(), failed);
+              cases.size(), packed, kernel_name(gsurg::lowbit::Kernel::kBest).c_str(),
+              kernel_name(gsurg::lowbit::Kernel::kEightLanes).c_str(), kernel_name(gsurg::lowbit::Kernel::kScalar).c_str(),
+              kernel_name(gsurg::lowbit::Kernel::kScalarWide).c_str(), failed);
   return failed == 0 ? 0 : 1;
 }

@@ -1,4 +1,4 @@
-// w4a8_gemm_check: the opt-in 4-bit kernel that quantizes its input (runner/include/pvl/w4a8_kernel.hpp), as
+// w4a8_gemm_check: the opt-in 4-bit kernel that quantizes its input (runner/include/gsurg/w4a8_kernel.hpp), as
 // w4a8::gemm and as LowBitGemm runs it with quantize_int4_input.
 //
 //   1. every instance this CPU runs (the widest, the 8-lane one, the portable loop) and LowBitGemm give,
@@ -33,8 +33,8 @@
 #include <option.h>
 #include <paramdict.h>
 
-#include "pvl/lowbit_gemm.hpp"
-#include "pvl/w4a8_kernel.hpp"
+#include "gsurg/lowbit_gemm.hpp"
+#include "gsurg/w4a8_kernel.hpp"
 
 namespace {
 
@@ -270,33 +270,33 @@ bool check_taken(const Case& c, unsigned seed, double* worst_ratio) {
   // 1. every instance, straight
   {
     std::vector<unsigned char> rows = d.codes;
-    pvl::w4a8::Weights w = pvl::w4a8::pack_codes(c.block, c.K, c.N, rows.data(), c.threads);
-    pvl::w4a8::attach_scales(w, d.scales.data(), c.format == 1 ? d.input_scales.data() : nullptr);
-    pvl::lowbit::Bias bias;
+    gsurg::w4a8::Weights w = gsurg::w4a8::pack_codes(c.block, c.K, c.N, rows.data(), c.threads);
+    gsurg::w4a8::attach_scales(w, d.scales.data(), c.format == 1 ? d.input_scales.data() : nullptr);
+    gsurg::lowbit::Bias bias;
     if (c.c_mode != -2) {
       bias.c = d.c.data();
       bias.broadcast = c.c_mode;
       bias.beta = c.beta;
     }
-    for (const auto inst : {pvl::w4a8::Instance::kBest, pvl::w4a8::Instance::kEightLanes,
-                            pvl::w4a8::Instance::kScalar}) {
+    for (const auto inst : {gsurg::w4a8::Instance::kBest, gsurg::w4a8::Instance::kEightLanes,
+                            gsurg::w4a8::Instance::kScalar}) {
       std::vector<float> out(static_cast<size_t>(c.M) * c.N, std::nanf(""));
-      pvl::w4a8::gemm(w, d.a.data(), c.K, c.M, bias, c.alpha, out.data(), c.N, c.threads, inst);
-      ok = same_bits(m.out, out, c, std::string("instance ") + pvl::w4a8::instance_name(inst)) && ok;
+      gsurg::w4a8::gemm(w, d.a.data(), c.K, c.M, bias, c.alpha, out.data(), c.N, c.threads, inst);
+      ok = same_bits(m.out, out, c, std::string("instance ") + gsurg::w4a8::instance_name(inst)) && ok;
     }
   }
   // 1. LowBitGemm with quantize_int4_input
   {
-    pvl::LowBitGemm layer(pvl::lowbit::Kernel::kBest, true, c.threads, true);
+    gsurg::LowBitGemm layer(gsurg::lowbit::Kernel::kBest, true, c.threads, true);
     bool ran = false;
     const std::vector<float> out = run(&layer, c, d, &ran);
     if (!ran) {
       std::printf("FAIL LowBitGemm refused the case (%s)\n", describe(c).c_str());
       return false;
     }
-    if (layer.w4a8() != pvl::w4a8::accelerated()) {
+    if (layer.w4a8() != gsurg::w4a8::accelerated()) {
       std::printf("FAIL LowBitGemm %s the w4a8 kernel where accelerated() is %d (%s)\n",
-                  layer.w4a8() ? "took" : "did not take", pvl::w4a8::accelerated() ? 1 : 0, describe(c).c_str());
+                  layer.w4a8() ? "took" : "did not take", gsurg::w4a8::accelerated() ? 1 : 0, describe(c).c_str());
       return false;
     }
     if (layer.w4a8()) ok = same_bits(m.out, out, c, "LowBitGemm w4a8") && ok;
@@ -330,7 +330,7 @@ bool check_taken(const Case& c, unsigned seed, double* worst_ratio) {
 // Check 3: a form LowBitGemm must leave to the exact path (or to ncnn), whose output is then ncnn's.
 bool check_not_taken(const Case& c, bool quantize, unsigned seed) {
   const Data d = make(c, seed);
-  pvl::LowBitGemm layer(pvl::lowbit::Kernel::kBest, true, c.threads, quantize);
+  gsurg::LowBitGemm layer(gsurg::lowbit::Kernel::kBest, true, c.threads, quantize);
   bool ran = false;
   const std::vector<float> out = run(&layer, c, d, &ran);
   std::unique_ptr<ncnn::Layer> builtin(ncnn::create_layer_cpu(ncnn::LayerType::Gemm));
@@ -352,9 +352,9 @@ bool check_not_taken(const Case& c, bool quantize, unsigned seed) {
 
 int main() {
   std::printf("w4a8 instances here: best %s, eight lanes %s, portable %s; SIMD %s\n",
-              pvl::w4a8::instance_name(pvl::w4a8::Instance::kBest),
-              pvl::w4a8::instance_name(pvl::w4a8::Instance::kEightLanes),
-              pvl::w4a8::instance_name(pvl::w4a8::Instance::kScalar), pvl::w4a8::accelerated() ? "yes" : "no");
+              gsurg::w4a8::instance_name(gsurg::w4a8::Instance::kBest),
+              gsurg::w4a8::instance_name(gsurg::w4a8::Instance::kEightLanes),
+              gsurg::w4a8::instance_name(gsurg::w4a8::Instance::kScalar), gsurg::w4a8::accelerated() ? "yes" : "no");
   const std::vector<Case> taken = {
       // bits format block K N M threads C alpha beta
       {4, 0, 64, 256, 48, 1, 1, -2, 1.f, 1.f},   // a decode step

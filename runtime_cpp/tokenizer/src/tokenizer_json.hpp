@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace pvl {
+namespace gsurg {
 
 struct TokenizerJson {
   nlohmann::json rest;  // the document without model.vocab and model.merges
@@ -19,8 +19,8 @@ struct TokenizerJson {
   std::vector<std::pair<std::string, std::string>> merges;        // in file order, "#version" lines dropped
 };
 
-// Parses text; throws pvl::Error(reason) on invalid JSON or a malformed vocab / merges entry (a legacy
+// Parses text; throws gsurg::Error(reason) on invalid JSON or a malformed vocab / merges entry (a legacy
 // merge must be "a b" with exactly one space, as HF requires).
 TokenizerJson parse_tokenizer_json(const std::string& text);
 
-}  // namespace pvl
+}  // namespace gsurg
