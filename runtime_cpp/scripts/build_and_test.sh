@@ -69,7 +69,7 @@ phase() {
   return $rc
 }
 summary() {
-  echo "=== build trees: $BUILD_ROOT/{linux,linux-asan,mingw64} (penguin_vl_run in runner/)" >&2
+  echo "=== build trees: $BUILD_ROOT/{linux,linux-asan,mingw64} (gsurg_run and the families' aliases in runner/)" >&2
   echo "=== timings" >&2
   for t in "${timings[@]}"; do echo "  $t" >&2; done
   if [ ${#failures[@]} -gt 0 ]; then
@@ -106,7 +106,7 @@ configure_asan() {
   mkdir -p "$BUILD_ROOT/linux"  # the shared tiny models live there
   cmake -S "$RUNTIME_DIR" -B "$BUILD_ROOT/linux-asan" -DCMAKE_BUILD_TYPE=Release -DGSURG_SANITIZE=ON \
     -Dncnn_DIR="$ncnn_host/lib/cmake/ncnn" -DGSURG_PYTHON="$PYTHON" -DGSURG_TEST_WRAPPER= \
-    -DGSURG_TEST_MODEL_DIR="$BUILD_ROOT/linux/gsurg_model" -DGSURG_QWEN3_VL_MODEL_DIR="$BUILD_ROOT/linux/qwen3_vl_model"
+    -DGSURG_TEST_MODELS_DIR="$BUILD_ROOT/linux"
 }
 configure_mingw() {
   cmake -S "$RUNTIME_DIR" -B "$BUILD_ROOT/mingw64" -DCMAKE_BUILD_TYPE=Release \

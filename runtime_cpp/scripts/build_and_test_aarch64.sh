@@ -61,7 +61,7 @@ phase() {
   return $rc
 }
 summary() {
-  echo "=== build tree: $BUILD (penguin_vl_run, qwen3_vl_run in runner/; run them with scripts/qemu_run.sh)" >&2
+  echo "=== build tree: $BUILD (gsurg_run and the families' aliases in runner/; run them with scripts/qemu_run.sh)" >&2
   echo "=== timings" >&2
   for t in "${timings[@]}"; do echo "  $t" >&2; done
   if [ ${#failures[@]} -gt 0 ]; then
@@ -95,13 +95,14 @@ configure() {
   # The preprocess checks (tests/check_preprocess*.py) hand the program paths prefixed with wine's "Z:"
   # whenever a wrapper is set; on Linux "Z:/tmp/x" is a relative path, which this link (in the tests'
   # working folder) turns back into /tmp/x.
-  mkdir -p "$BUILD/preprocess" && ln -sfn / "$BUILD/preprocess/Z:"
+  local dir
+  for dir in "$BUILD"/families/*/; do ln -sfn / "$dir/Z:"; done
 }
 build() { cmake --build "$BUILD" -j "$jobs"; }
 # Every program must be aarch64 code (a host compiler slipping in would pass the tests without qemu).
 check_arch() {
   local f bad=0
-  for f in "$BUILD"/runner/penguin_vl_run "$BUILD"/runner/qwen3_vl_run; do
+  for f in "$BUILD"/runner/*_run; do
     readelf -h "$f" | grep -q '^ *Machine: *AArch64$' || { echo "not an aarch64 program: $f" >&2; bad=1; }
   done
   return $bad

@@ -1,5 +1,5 @@
 // The helpers both image processors share (see processor_common.hpp).
-#include "processor_common.hpp"
+#include "gsurg/processor_common.hpp"
 
 #include <cmath>
 

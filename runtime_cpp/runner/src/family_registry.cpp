@@ -10,7 +10,7 @@
 namespace gsurg {
 
 namespace {
-const char* g_program_name = "penguin_vl_run";
+const char* g_program_name = "gsurg_run";
 }  // namespace
 
 Family::~Family() = default;

@@ -1,5 +1,5 @@
-// The program's entry (penguin_vl_run; GSURG_PROGRAM_NAME names it, so another name can be the same program:
-// the family comes from model.json). Gets the arguments as UTF-8 on every platform, with a UTF-8 console
+// The program's entry (gsurg_run; GSURG_PROGRAM_NAME names it, so a family's alias such as <family>_run is the
+// same program: the family comes from model.json). Gets the arguments as UTF-8 on every platform, with a UTF-8 console
 // and exact stdout bytes on Windows (gsurg/console.hpp), runs cli.hpp's run(), and turns every error
 // into one line on stderr: exit 2 for bad input (gsurg::Error), 1 for anything unexpected. Never a crash.
 #include <cstdio>
@@ -13,7 +13,7 @@
 #include "gsurg/sanitizer_defaults.hpp"
 
 #ifndef GSURG_PROGRAM_NAME
-#define GSURG_PROGRAM_NAME "penguin_vl_run"
+#define GSURG_PROGRAM_NAME "gsurg_run"
 #endif
 
 int main(int argc, char** argv) {

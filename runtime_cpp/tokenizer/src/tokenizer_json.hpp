@@ -1,7 +1,7 @@
 // Fast reading of tokenizer.json: a SAX pass that streams "model"."vocab" and "model"."merges" (150k
-// entries each in Qwen's file) straight into vectors and builds an ordinary nlohmann::json document of
+// entries each in a large model's file) straight into vectors and builds an ordinary nlohmann::json document of
 // everything else. Building the whole file as a DOM costs seconds (a std::map node per vocabulary entry);
-// this keeps loading a Qwen-size tokenizer well under a second.
+// this keeps loading a 150k-entry tokenizer well under a second.
 #pragma once
 
 #include <string>

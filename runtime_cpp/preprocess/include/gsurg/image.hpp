@@ -1,5 +1,5 @@
-// Images for the Penguin-VL runtime: decoding PNG and JPEG files to RGB8 exactly as the Python reference
-// (examples/penguin_vl/processor.py: Pillow's Image.open + convert("RGB")) gets them, and Pillow's BICUBIC
+// Images for the runtime: decoding PNG and JPEG files to RGB8 exactly as the Python references get them
+// (Pillow's Image.open + convert("RGB")), and Pillow's BICUBIC
 // resize reproduced bit for bit.
 //
 // Contract:

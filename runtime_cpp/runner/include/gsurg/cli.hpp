@@ -1,4 +1,4 @@
-// The program's command line (penguin_vl_run, or the name main gives it: program_name()): parsing
+// The program's command line (gsurg_run or a family's alias: the name main gives it, program_name()): parsing
 // (strict: unknown flags, missing values and malformed numbers are gsurg::Error naming the flag) and run(),
 // which loads the model and its family, builds the prompt (the family's chat template + the tokenizer,
 // images through the family's preprocessing), generates and streams the text to stdout.

@@ -2,7 +2,7 @@
 // - Decoder: the decoder net (model.json "decoder" blob names) and the lm_head net;
 // - KVSession: one sequence. step(hidden [T, H], inputs) feeds the hidden rows, the additive causal mask
 //   [T, past+T] (0 / model.json mask_value), the RoPE cos/sin tables the family's position counter made
-//   for the step's T tokens ([T, D] or [T, D/2]: 1-D for Penguin-VL, MRoPE for Qwen3-VL), the family's
+//   for the step's T tokens ([T, D] or [T, D/2]: 1-D or multimodal RoPE), the family's
 //   extra inputs (each of Family::decoder_inputs: the step's NetInput, or zeros [T, hidden_size] when the
 //   step has none, e.g. DeepStack features on prefill only), and the past caches: an empty Mat for every
 //   cache on the first step (past length 0), afterwards exactly the Mats the previous step returned,

@@ -7,7 +7,7 @@
 // Contract, in the order the core calls it:
 //   - net_names / required_nets: the family's own entries of model.json "nets" (read and checked by the
 //     core like its own; a required one missing is an error naming it); given the document, for a family
-//     whose nets model.json lists (Qwen3-VL's DeepStack mergers: one per tap);
+//     whose nets model.json lists (e.g. one merger net per tap of the vision tower);
 //   - read_config: the family's keys, every problem a gsurg::Error naming the file and key (JsonDoc);
 //   - decoder_inputs: decoder input blobs the family feeds besides hidden, mask, cos, sin and the caches
 //     (e.g. DeepStack features, added to the hidden rows); the core checks they are inputs of nets.decoder
@@ -24,7 +24,7 @@
 //   - fuse_images: runs the vision nets, writes the features into the prompt's embedding rows and returns
 //     the extra decoder inputs of the prefill;
 //   - positions: the RoPE position counter of one prompt: cos/sin tables for any span of the sequence
-//     (1-D for Penguin-VL; interleaved MRoPE over several images for Qwen3-VL).
+//     (1-D, or e.g. interleaved multimodal RoPE over several images).
 #pragma once
 
 #include <functional>

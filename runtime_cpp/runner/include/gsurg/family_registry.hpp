@@ -23,7 +23,7 @@ struct FamilyEntry {
 const std::vector<FamilyEntry>& families();             // families.cpp
 const FamilyEntry* find_family(const std::string& name);  // nullptr when unknown
 
-// The name a program reports itself by in errors and usage (main sets it; default "penguin_vl_run").
+// The name a program reports itself by in errors and usage (main sets it; default "gsurg_run").
 void set_program_name(const char* name);
 const char* program_name();
 

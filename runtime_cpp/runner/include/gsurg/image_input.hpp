@@ -1,6 +1,6 @@
 // One image as the vision nets take it: a grid of patches, each patch_dim floats, in the order the
-// family's preprocessing lays them out (raster order for Penguin-VL). What the image processor, a family's
-// preprocess() or a --pixel-values dump gives.
+// family's preprocessing lays them out (e.g. raster order). What a family's image processor or a
+// --pixel-values dump gives.
 #pragma once
 
 #include <vector>

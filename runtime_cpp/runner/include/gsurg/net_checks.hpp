@@ -12,7 +12,7 @@
 //   embedding_matrix.shape against lm_head's weight; decoder.rope.head_dim against the width the
 //   decoder's RoPE tables rotate; num_layers against its SDPA layers; every Input blob fed (the core's
 //   and the family's extra decoder inputs).
-// - the building blocks a family checks its own nets with (e.g. check_penguin_vision_nets, which makes
+// - the building blocks a family checks its own nets with (e.g. a family's vision-net check, which makes
 //   the example above).
 #pragma once
 

@@ -1,4 +1,4 @@
-// One converted ncnn net loaded the way examples/penguin_vl/ncnn_chain.py loads it (exact fp32: fp16 and
+// One converted ncnn net loaded the way the families' Python chains (ncnn_chain.py) load it (exact fp32: fp16 and
 // bf16 storage, packing and arithmetic off, packing layout off; the thread count set before loading,
 // because Gemm packs its weights for it), with checks a bare ncnn load does not make: the .param parses,
 // the .bin is consumed exactly (a .bin of another .param is refused, naming both), and every interface

@@ -13,7 +13,7 @@
 
 #if GSURG_HAVE_PREPROCESS
 #include "gsurg/image.hpp"
-#include "gsurg/image_processor.hpp"
+#include "gsurg/pixel_values.hpp"
 #endif
 
 namespace gsurg {

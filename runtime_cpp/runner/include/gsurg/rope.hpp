@@ -1,5 +1,5 @@
 // RoPE inputs the runtime computes between the nets, from model.json's settings alone (the core's part;
-// a family's own tables, e.g. Penguin-VL's 2-D vision tables, live with the family and use put_angle):
+// a family's own tables, e.g. 2-D vision tables, live with the family and use put_angle):
 // - inverse frequencies f_i = 1 / theta^(2i/D), i < D/2, in float32 as HF (and the reference) compute them;
 // - the LLM's 1-D tables for absolute positions start..start+T-1, full width (cat(freqs, freqs)) or half;
 // - the decoder's additive causal mask [T, start+T]: 0 where key j <= query start+i, else mask_value.

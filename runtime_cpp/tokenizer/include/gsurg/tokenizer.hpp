@@ -1,4 +1,4 @@
-// gsurg::Tokenizer: the byte-level BPE of a Hugging Face `tokenizer.json` (Qwen2/Qwen3 layout), giving the
+// gsurg::Tokenizer: the byte-level BPE of a Hugging Face `tokenizer.json` (the Qwen2 pre-tokenizer's layout), giving the
 // same ids as HF `tokenizers` `Tokenizer.encode(text).ids` and the same text as
 // `Tokenizer.decode(ids, skip_special_tokens=False)`.
 //
@@ -11,7 +11,7 @@
 //     the identity "$A" when no BOS/EOS is added) is applied when add_special_tokens is true, as HF's
 //     encode(text, add_special_tokens) does; its "pair" template is unused (one sequence at a time). Added tokens get their ids as HF assigns them (the model's id when
 //     the content is in the vocabulary, else the next free id in file order). "truncation" and "padding"
-//     are ignored (Qwen's files set neither; transformers overrides them on every call).
+//     are ignored (the files it reads set neither; transformers overrides them on every call).
 //   - encode(): added tokens are matched first (leftmost-longest; non-normalized ones on the raw text,
 //     normalized ones on the NFC text), then each remaining piece is NFC-normalized, split by the Qwen2
 //     regex and BPE-encoded. Input that is not valid UTF-8 is first repaired like Python's

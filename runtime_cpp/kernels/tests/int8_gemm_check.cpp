@@ -1,4 +1,4 @@
-// int8_gemm_check: the 8-bit kernel (runner/include/gsurg/int8_kernel.hpp) as LowBitGemm runs it.
+// int8_gemm_check: the 8-bit kernel (kernels/include/gsurg/int8_kernel.hpp) as LowBitGemm runs it.
 //
 // Where the kernel runs (a CPU with AVX-512 VNNI or AVX2 + FMA and an ncnn whose decode step it reproduces,
 // gsurg::int8_descale() >= 0):

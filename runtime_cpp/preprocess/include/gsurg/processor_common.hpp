@@ -1,9 +1,9 @@
-// What both image processors (image_processor.cpp: Penguin-VL's; qwen3vl_image_processor.cpp: Qwen3-VL's)
-// compute the same way, inside gsurg_preprocess only:
+// What the families' image processors (runtime_cpp/families/<name>/src/*_image_processor.cpp) compute the
+// same way:
 // - the errors and lookups of a preprocessor_config-like JSON object: "image_processor: KEY must be WHAT,
 //   not VALUE" ("missing" when absent), an optional boolean;
 // - Python's round() for a float (the nearest integer, ties to even; exact, independent of the FP mode);
-// - the normalisation of an 8-bit channel value, as HF and the Penguin-VL reference compute it:
+// - the normalisation of an 8-bit channel value, as HF and the Python references compute it:
 //   float32(u8 * rescale_factor) computed in float64, then (x - float32(mean)) / float32(std) in float32,
 //   as a 256-entry table per channel.
 #pragma once

@@ -8,7 +8,7 @@
 // ncnn itself does for 8-bit weights (int8_kernel.hpp), applied to ncnn's 4-bit records.
 //
 // Not ncnn's arithmetic: an output differs from ncnn's float loop by the rounding of the input to 8 bits.
-// The runner takes it only when asked (--int4-activations int8); runner/tests/w4a8_gemm_check.cpp bounds the
+// The runner takes it only when asked (--int4-activations int8); kernels/tests/w4a8_gemm_check.cpp bounds the
 // difference from ncnn's builtin Gemm by the rounding error it can make, and the precision ctests measure
 // what it does to the tokens (teacher-forced agreement with the wheel's 4-bit run).
 //

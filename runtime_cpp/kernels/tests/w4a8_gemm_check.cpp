@@ -1,4 +1,4 @@
-// w4a8_gemm_check: the opt-in 4-bit kernel that quantizes its input (runner/include/gsurg/w4a8_kernel.hpp), as
+// w4a8_gemm_check: the opt-in 4-bit kernel that quantizes its input (kernels/include/gsurg/w4a8_kernel.hpp), as
 // w4a8::gemm and as LowBitGemm runs it with quantize_int4_input.
 //
 //   1. every instance this CPU runs (the widest, the 8-lane one, the portable loop) and LowBitGemm give,

@@ -1,4 +1,4 @@
-// lowbit_gemm_check: LowBitGemm (runner/include/gsurg/lowbit_gemm.hpp) against ncnn's builtin Gemm for this
+// lowbit_gemm_check: LowBitGemm (kernels/include/gsurg/lowbit_gemm.hpp) against ncnn's builtin Gemm for this
 // CPU, bit for bit. Every case builds both layers from the same params and the same random weights (codes,
 // block scales, input scales, C), runs them on the same random A, and compares the outputs with memcmp:
 // the builtin's loop is the golden, so the kernel is correct only if it rounds exactly as ncnn does.

@@ -1,8 +1,8 @@
-// The Qwen3-VL image processor (see gsurg/qwen3vl_image_processor.hpp): the model.json "image_processor"
+// The Qwen3-VL image processor (see gsurg/qwen3_vl_image_processor.hpp): the model.json "image_processor"
 // reader, HF's smart_resize (transformers 5.24, models/qwen2_vl/image_processing_pil_qwen2_vl.py) and
 // rescale + normalise + HF's patchify (merge-block patch order, the frame repeated temporal_patch_size
 // times).
-#include "gsurg/qwen3vl_image_processor.hpp"
+#include "gsurg/qwen3_vl_image_processor.hpp"
 
 #include <algorithm>
 #include <array>
@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "processor_common.hpp"
+#include "gsurg/processor_common.hpp"
 #include "gsurg/error.hpp"
 
 namespace gsurg {

@@ -1,7 +1,7 @@
-// The Penguin-VL image processor (see gsurg/image_processor.hpp): the preprocessor_config.json reader with
+// The Penguin-VL image processor (see gsurg/penguin_vl_image_processor.hpp): the preprocessor_config.json reader with
 // the reference's validation (examples/penguin_vl/config.py processor_from_dict), the official resize
 // arithmetic (processor.py resize_target) and normalise + patchify (processor.py preprocess/patchify).
-#include "gsurg/image_processor.hpp"
+#include "gsurg/penguin_vl_image_processor.hpp"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "processor_common.hpp"
+#include "gsurg/processor_common.hpp"
 #include "gsurg/error.hpp"
 
 namespace gsurg {
@@ -56,12 +56,12 @@ std::array<double, 3> get_triple(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
-ImageProcessorConfig ImageProcessorConfig::from_json(const nlohmann::json& j) {
+PenguinVlImageConfig PenguinVlImageConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw Error(std::string(kWhere) + ": must be a JSON object, not " + j.dump());
   for (const char* key : {"do_resize", "do_rescale", "do_normalize"}) {
     if (!get_bool(j, key, true)) throw Error(std::string(kWhere) + ": " + key + " false is not supported");
   }
-  ImageProcessorConfig cfg;
+  PenguinVlImageConfig cfg;
   const int one = 1;
   cfg.merge_size = get_int(j, "merge_size", 1, &one);
   if (cfg.merge_size != 1) {
@@ -91,7 +91,7 @@ ImageProcessorConfig ImageProcessorConfig::from_json(const nlohmann::json& j) {
   return cfg;
 }
 
-TargetSize target_size(int height, int width, const ImageProcessorConfig& cfg) {
+TargetSize penguin_vl_target_size(int height, int width, const PenguinVlImageConfig& cfg) {
   if (height < 1 || width < 1) {
     throw Error("an image of " + std::to_string(width) + "x" + std::to_string(height) +
                 " pixels cannot be resized");
@@ -124,11 +124,11 @@ TargetSize target_size(int height, int width, const ImageProcessorConfig& cfg) {
   return TargetSize{static_cast<int>(h_bar), static_cast<int>(w_bar)};
 }
 
-PixelValues preprocess(const Image& image, const ImageProcessorConfig& cfg) {
-  return preprocess_at(image, cfg, target_size(image.height, image.width, cfg));
+PixelValues penguin_vl_preprocess(const Image& image, const PenguinVlImageConfig& cfg) {
+  return penguin_vl_preprocess_at(image, cfg, penguin_vl_target_size(image.height, image.width, cfg));
 }
 
-PixelValues preprocess_at(const Image& image, const ImageProcessorConfig& cfg, TargetSize size) {
+PixelValues penguin_vl_preprocess_at(const Image& image, const PenguinVlImageConfig& cfg, TargetSize size) {
   if (image.mode != "RGB" && !cfg.do_convert_rgb) {
     throw Error("an image in mode " + image.mode + " needs do_convert_rgb");
   }

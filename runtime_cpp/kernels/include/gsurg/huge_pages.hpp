@@ -4,14 +4,14 @@
 // repacks every constant Gemm weight into buffers it allocates (ncnn::fastMalloc, i.e. posix_memalign),
 // and each 4 KiB page of them costs a page fault. With the kernel's THP mode at "madvise" (the common
 // default) those buffers get 2 MiB pages only when someone asks. This module asks: on Linux the runtime is
-// linked with `--wrap=posix_memalign` (gsurg_runner's link options, so every program and test linking it,
+// linked with `--wrap=posix_memalign` (gsurg_kernels' link options, so every program and test linking it,
 // ncnn's static library included), and the wrapper advises MADV_HUGEPAGE on the whole huge pages inside
 // every allocation of at least kMinBytes. Nothing else changes: the memory is glibc's, freed by free().
 // Only the pages fully inside an allocation are advised, so no huge page spans memory the caller did not
 // ask for. Measured by benchmarks/bench_load.py (the runner with and without --huge-pages).
 //
 // Off by default (the runner's --huge-pages turns it on). A load's page faults fall ~8x (2.20 M to 0.27 M
-// for Penguin-VL-2B in fp32), but on a VM whose balloon reports free memory to the host (virtio free page
+// for the README's 2B VLM in fp32), but on a VM whose balloon reports free memory to the host (virtio free page
 // reporting, order 9: exactly the 2 MiB blocks a huge page takes) each huge page may be memory the host
 // has taken back and must fault in again, and the measured load was then twice as slow as with small
 // pages, which the allocator serves from smaller, unreported free blocks first. runtime_cpp/README.md

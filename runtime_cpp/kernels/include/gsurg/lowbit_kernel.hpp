@@ -16,7 +16,7 @@
 // The kernel performs those operations in that order for every output, with the rounding (Rounding)
 // the ncnn it runs beside uses, which LowBitGemm measures once per process (lowbit_gemm.hpp); it only
 // runs eight outputs (columns j) side by side in SIMD lanes (sixteen with AVX-512: two column groups in one
-// register), and several rows i over the same decoded weights. runner/tests/lowbit_gemm_check.cpp holds it against ncnn's builtin Gemm, bit for bit, on every
+// register), and several rows i over the same decoded weights. kernels/tests/lowbit_gemm_check.cpp holds it against ncnn's builtin Gemm, bit for bit, on every
 // build the ctests run (Linux, ASan, mingw under wine, aarch64 under qemu).
 //
 // The layout (PackedWeights): ncnn's row j is a little-endian bit stream, weight k at bit k*bits. The 32-bit

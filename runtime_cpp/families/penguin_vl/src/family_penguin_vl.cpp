@@ -11,7 +11,7 @@
 
 #if GSURG_HAVE_PREPROCESS
 #include "gsurg/image.hpp"
-#include "gsurg/image_processor.hpp"
+#include "gsurg/penguin_vl_image_processor.hpp"
 #endif
 
 namespace gsurg {
@@ -22,8 +22,8 @@ void PenguinVlFamily::load_vision(const ModelConfig& cfg, int threads) {
 
 ImagePreprocessor PenguinVlFamily::image_preprocessor() const {
 #if GSURG_HAVE_PREPROCESS
-  const ImageProcessorConfig proc = ImageProcessorConfig::from_json(settings_.image_processor);
-  return patch_preprocessor([proc](const Image& image) { return preprocess(image, proc); });
+  const PenguinVlImageConfig proc = PenguinVlImageConfig::from_json(settings_.image_processor);
+  return patch_preprocessor([proc](const Image& image) { return penguin_vl_preprocess(image, proc); });
 #else
   part_missing("preprocess", "--image", "--pixel-values");
 #endif

@@ -2,7 +2,7 @@
 // transB=1) on x86 CPUs with AVX-512 VNNI, or with AVX2 and FMA, with a layout and loop made for one input
 // row at a time (a decode step), where ncnn 1.0.20261020's own x86 kernel (src/layer/x86/gemm_wq_int8.h)
 // keeps one accumulator chain over eight columns (four in its AVX2 build). On the real-dimension
-// Penguin-VL-2B int8 conversion the decode went from x0.58 to x1.17 llama.cpp Q8_0's with the VNNI instance
+// 2B VLM's int8 conversion of the README the decode went from x0.58 to x1.17 llama.cpp Q8_0's with the VNNI instance
 // (benchmarks/bench_beside_llamacpp.py; figures in the README).
 //
 // The arithmetic, as read in ncnn's source and in the pinned build's object code (gemm_x86_avx512vnni.cpp.o,
@@ -25,7 +25,7 @@
 // an input scale, multiplies in another order (RowForms). The AVX2 instance reproduces that beside ncnn's
 // AVX build, so there every row equals ncnn's; the VNNI instance does not (ncnn's AVX-512 paths were not
 // read): a row then differs in its last bits now and then (1 row in 8190 in the check's random cases).
-// runner/tests/int8_gemm_check.cpp holds the one-row outputs against ncnn's layer and every output against
+// kernels/tests/int8_gemm_check.cpp holds the one-row outputs against ncnn's layer and every output against
 // a scalar model of the arithmetic above, bit for bit.
 //
 // The layout (Int8Weights): columns in groups of 16 (the last padded with zero weights), and for each group

@@ -12,7 +12,7 @@
 
 #if GSURG_HAVE_PREPROCESS
 #include "gsurg/image.hpp"
-#include "gsurg/qwen3vl_image_processor.hpp"
+#include "gsurg/qwen3_vl_image_processor.hpp"
 #endif
 
 namespace gsurg {

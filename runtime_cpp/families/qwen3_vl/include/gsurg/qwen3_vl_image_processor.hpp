@@ -26,7 +26,7 @@
 //     convert_to_rgb: image.convert("RGBA"), Image.alpha_composite(white, that), convert("RGB"), all in
 //     Pillow's integer arithmetic, before the resize. An image without transparency is used as decoded.
 //     Without do_convert_rgb only an "RGB" image is accepted and its alpha (a tRNS colour) is ignored, as HF
-//     then takes np.array(image). Penguin-VL's preprocess() never composites (its reference is
+//     then takes np.array(image). Not every family's processor composites (Penguin-VL's reference is
 //     convert("RGB")).
 #pragma once
 
@@ -36,7 +36,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "gsurg/image.hpp"
-#include "gsurg/image_processor.hpp"
+#include "gsurg/pixel_values.hpp"
 
 namespace gsurg {
 

@@ -2,13 +2,13 @@
 // Python reference (examples/penguin_vl/processor.py, penguin-vl.md §7) computes them.
 //
 // Contract:
-//   - ImageProcessorConfig::from_json() reads a preprocessor_config.json object (model.json's
+//   - PenguinVlImageConfig::from_json() reads a preprocessor_config.json object (model.json's
 //     "image_processor" is that file verbatim) with the reference's validation: do_resize/do_rescale/
 //     do_normalize must be true, merge_size 1, resample 3 (BICUBIC), min_tokens <= max_tokens, positive
 //     rescale_factor and image_std; anything else throws gsurg::Error naming the key.
-//   - target_size() is the official resize arithmetic in float64 in the reference's order, with Python's
+//   - penguin_vl_target_size() is the official resize arithmetic in float64 in the reference's order, with Python's
 //     round() (ties to even) and ceil on the minimum-area path.
-//   - preprocess() resizes with resize_bicubic(), rescales as float32(u8 * rescale_factor) computed in
+//   - penguin_vl_preprocess() resizes with resize_bicubic(), rescales as float32(u8 * rescale_factor) computed in
 //     float64, normalises as (x - mean) / std in float32, and patchifies: patch p = r * grid_w + c, each
 //     patch an R, a G and a B block of patch x patch row-major values (element ch*p*p + ky*p + kx).
 #pragma once
@@ -19,10 +19,11 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "gsurg/image.hpp"
+#include "gsurg/pixel_values.hpp"
 
 namespace gsurg {
 
-struct ImageProcessorConfig {
+struct PenguinVlImageConfig {
   int patch_size = 14;
   int merge_size = 1;
   int min_tokens = 16;
@@ -36,25 +37,16 @@ struct ImageProcessorConfig {
   int factor() const { return patch_size * merge_size; }
 
   // Throws gsurg::Error("image_processor: <key> ...") on a bad or missing key.
-  static ImageProcessorConfig from_json(const nlohmann::json& j);
-};
-
-struct TargetSize {
-  int height, width;
+  static PenguinVlImageConfig from_json(const nlohmann::json& j);
 };
 
 // The official target size (multiples of factor()) for an image of height x width pixels.
-TargetSize target_size(int height, int width, const ImageProcessorConfig& cfg);
+TargetSize penguin_vl_target_size(int height, int width, const PenguinVlImageConfig& cfg);
 
-struct PixelValues {
-  int grid_h = 0, grid_w = 0, patch_dim = 0;
-  std::vector<float> data;  // [grid_h * grid_w, patch_dim], row-major
-};
-
-// Resize to target_size(), normalise and patchify.
-PixelValues preprocess(const Image& image, const ImageProcessorConfig& cfg);
+// Resize to penguin_vl_target_size(), normalise and patchify.
+PixelValues penguin_vl_preprocess(const Image& image, const PenguinVlImageConfig& cfg);
 
 // The same with the resize target given (a multiple of patch_size on each side); for tests and tools.
-PixelValues preprocess_at(const Image& image, const ImageProcessorConfig& cfg, TargetSize size);
+PixelValues penguin_vl_preprocess_at(const Image& image, const PenguinVlImageConfig& cfg, TargetSize size);
 
 }  // namespace gsurg
