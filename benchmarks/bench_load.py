@@ -13,7 +13,7 @@ cold page cache, in one script run:
   ``--no-mmap`` (every .bin read into buffers ncnn allocates: how the runtime loaded before); with
   ``--huge-pages`` once more mapped with the runner's ``--huge-pages`` (transparent huge pages advised
   for its large buffers, those Gemm repacks its weights into among them:
-  runtime_cpp/runner/include/pvl/huge_pages.hpp), and with ``--hugetlb`` once more mapped under
+  runtime_cpp/kernels/include/gsurg/huge_pages.hpp), and with ``--hugetlb`` once more mapped under
   ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (glibc's own way to the same pages, for comparison);
 * warm: every file of the case read once just before; cold: the case's files dropped from the page cache
   (``POSIX_FADV_DONTNEED``) just before, so the load reads the disk; either way the other cases' files

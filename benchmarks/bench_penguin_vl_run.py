@@ -215,7 +215,7 @@ def ensure_runner(runner: Path | None) -> Path:
     build = REPO / "build"
     found = build / "linux" / "runner" / "penguin_vl_run"
     script = REPO / "runtime_cpp" / "scripts" / "build_and_test.sh"
-    env = os.environ | {"PVL_BUILD_DIR": str(build)}
+    env = os.environ | {"GSURG_BUILD_DIR": str(build)}
     subprocess.run([str(script), "--linux-only", "--no-test"], check=True, env=env)
     return found
 

@@ -173,7 +173,7 @@ def ensure_runner(runner: Path | None) -> Path:
         return DEFAULT_RUNNER
     build = REPO / "build"
     script = REPO / "runtime_cpp" / "scripts" / "build_and_test.sh"
-    env = os.environ | {"PVL_BUILD_DIR": str(build)}
+    env = os.environ | {"GSURG_BUILD_DIR": str(build)}
     subprocess.run([str(script), "--linux-only", "--no-test"], check=True, env=env)
     return build / "linux" / "runner" / "qwen3_vl_run"
 

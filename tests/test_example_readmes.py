@@ -286,12 +286,12 @@ def run_block(block: Block, readme: str, ws: Workspace, runner: Path | None = No
 
 def built_runner(program: str) -> Path | None:
     """This checkout's built runtime ``program``: where the guide's build step puts it (``build/``), under
-    ``$PVL_BUILD_DIR``, or in build_and_test.sh's default tree (the cache, keyed by the checkout's path)."""
+    ``$GSURG_BUILD_DIR``, or in build_and_test.sh's default tree (the cache, keyed by the checkout's path)."""
     cache = Path(os.environ.get("GSURG_CACHE", Path.home() / ".cache" / "gsurg"))
     key = hashlib.sha256(str(REPO / "runtime_cpp").encode()).hexdigest()[:12]
     roots = [REPO / "build", cache / "runtime-build" / key]
-    if os.environ.get("PVL_BUILD_DIR"):
-        roots.insert(1, Path(os.environ["PVL_BUILD_DIR"]))
+    if os.environ.get("GSURG_BUILD_DIR"):
+        roots.insert(1, Path(os.environ["GSURG_BUILD_DIR"]))
     found = [r / "linux" / "runner" / program for r in roots]
     return next((p for p in found if p.is_file() and os.access(p, os.X_OK)), None)
 

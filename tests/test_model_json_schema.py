@@ -44,12 +44,13 @@ SHIPPED = {
     "qwen3_llm": REPO / "rules" / "llm-kv-cache.yaml",
 }
 _RUNNER_SRC = REPO / "runtime_cpp" / "runner" / "src"
+_FAMILIES = REPO / "runtime_cpp" / "families"
 #: The C++ reader of each family's model.json: the runtime core's (the keys every family shares, the format)
 #: and the family's (its own keys, its name and version), with the schema version it reads.
 MODEL_CONFIG_CPP = _RUNNER_SRC / "model_config.cpp"
 FAMILY_CONFIG_CPP = {
-    "penguin_vl": (_RUNNER_SRC / "family_penguin_vl_config.cpp", 2),
-    "qwen3_vl": (_RUNNER_SRC / "family_qwen3_vl_config.cpp", 1),
+    "penguin_vl": (_FAMILIES / "penguin_vl" / "src" / "family_penguin_vl_config.cpp", 2),
+    "qwen3_vl": (_FAMILIES / "qwen3_vl" / "src" / "family_qwen3_vl_config.cpp", 1),
 }
 
 
@@ -406,7 +407,7 @@ NOT_READ_BY_RUNTIME = {
 READ_ELSEWHERE = {
     "qwen3_vl": (
         "image_processor",
-        REPO / "runtime_cpp" / "preprocess" / "src" / "qwen3vl_image_processor.cpp",
+        _FAMILIES / "qwen3_vl" / "src" / "qwen3_vl_image_processor.cpp",
     ),
 }
 

@@ -9,7 +9,7 @@
 #     ARMv8.2 fp16/dotprod/fp16fml, v8.4 bf16/i8mm and v8.6 SVE/SVE2 kernels with their own -march flags and
 #     picks them at run time (NCNN_RUNTIME_CPU), so one build runs on every ARMv8-A CPU.
 #   - libraries and packages are searched only below /usr/aarch64-linux-gnu and the prefixes listed in
-#     PVL_AARCH64_PREFIXES (environment variable or -D cache variable, ';'-separated). By default that is
+#     GSURG_AARCH64_PREFIXES (environment variable or -D cache variable, ';'-separated). By default that is
 #     ${GSURG_CACHE:-$HOME/.cache/gsurg}/aarch64-deps, where scripts/build_aarch64_deps.sh installs utf8proc,
 #     zlib, libpng, libjpeg-turbo (static) and the nlohmann-json headers built from Debian's source packages.
 #     Host (x86-64) headers and libraries are never picked up; programs (python, qemu) are found on the host.
@@ -17,6 +17,8 @@
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 
+# PVL_AARCH64_TRIPLE keeps its old name: the set() lines of the triple and the compilers are hashed into the cache
+# stamps of scripts/build_ncnn.sh and build_*_deps.sh, so renaming it would rebuild ncnn and the libraries.
 set(PVL_AARCH64_TRIPLE aarch64-linux-gnu)
 set(CMAKE_C_COMPILER ${PVL_AARCH64_TRIPLE}-gcc)
 set(CMAKE_CXX_COMPILER ${PVL_AARCH64_TRIPLE}-g++)
@@ -24,21 +26,21 @@ set(CMAKE_C_FLAGS_INIT "-march=armv8-a")
 set(CMAKE_CXX_FLAGS_INIT "-march=armv8-a")
 
 # Where the cross-built third-party libraries live (see scripts/build_aarch64_deps.sh).
-if(NOT DEFINED PVL_AARCH64_PREFIXES)
-  if(DEFINED ENV{PVL_AARCH64_PREFIXES})
-    set(PVL_AARCH64_PREFIXES "$ENV{PVL_AARCH64_PREFIXES}")
+if(NOT DEFINED GSURG_AARCH64_PREFIXES)
+  if(DEFINED ENV{GSURG_AARCH64_PREFIXES})
+    set(GSURG_AARCH64_PREFIXES "$ENV{GSURG_AARCH64_PREFIXES}")
   elseif(DEFINED ENV{GSURG_CACHE})
-    set(PVL_AARCH64_PREFIXES "$ENV{GSURG_CACHE}/aarch64-deps")
+    set(GSURG_AARCH64_PREFIXES "$ENV{GSURG_CACHE}/aarch64-deps")
   else()
-    set(PVL_AARCH64_PREFIXES "$ENV{HOME}/.cache/gsurg/aarch64-deps")
+    set(GSURG_AARCH64_PREFIXES "$ENV{HOME}/.cache/gsurg/aarch64-deps")
   endif()
 endif()
-set(PVL_AARCH64_PREFIXES "${PVL_AARCH64_PREFIXES}" CACHE STRING "Prefixes holding libraries built for aarch64")
+set(GSURG_AARCH64_PREFIXES "${GSURG_AARCH64_PREFIXES}" CACHE STRING "Prefixes holding libraries built for aarch64")
 
 # try_compile projects re-read this file: hand them the same prefixes.
-list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES PVL_AARCH64_PREFIXES)
+list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES GSURG_AARCH64_PREFIXES)
 
-set(CMAKE_FIND_ROOT_PATH /usr/${PVL_AARCH64_TRIPLE} ${PVL_AARCH64_PREFIXES})
+set(CMAKE_FIND_ROOT_PATH /usr/${PVL_AARCH64_TRIPLE} ${GSURG_AARCH64_PREFIXES})
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)

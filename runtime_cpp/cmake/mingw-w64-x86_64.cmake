@@ -4,7 +4,7 @@
 #   - compilers: x86_64-w64-mingw32-gcc-posix / g++-posix (Debian package g++-mingw-w64-x86-64-posix); the
 #     posix flavour is needed for std::thread / std::mutex and for ncnn's OpenMP (libgomp, winpthreads).
 #   - libraries and packages are searched only below the mingw sysroot and the prefixes listed in
-#     PVL_MINGW_PREFIXES (environment variable or -D cache variable, ';'-separated). By default that is
+#     GSURG_MINGW_PREFIXES (environment variable or -D cache variable, ';'-separated). By default that is
 #     ${GSURG_CACHE:-$HOME/.cache/gsurg}/mingw64-deps, where scripts/build_mingw_deps.sh installs utf8proc,
 #     zlib, libpng, libjpeg-turbo and the nlohmann-json headers built from Debian's source packages.
 #     Host (Linux) headers and libraries are never picked up; programs (python, wine) are found on the host.
@@ -15,27 +15,29 @@
 set(CMAKE_SYSTEM_NAME Windows)
 set(CMAKE_SYSTEM_PROCESSOR x86_64)
 
+# PVL_MINGW_TRIPLE keeps its old name: the set() lines of the triple and the compilers are hashed into the cache
+# stamps of scripts/build_ncnn.sh and build_*_deps.sh, so renaming it would rebuild ncnn and the libraries.
 set(PVL_MINGW_TRIPLE x86_64-w64-mingw32)
 set(CMAKE_C_COMPILER ${PVL_MINGW_TRIPLE}-gcc-posix)
 set(CMAKE_CXX_COMPILER ${PVL_MINGW_TRIPLE}-g++-posix)
 set(CMAKE_RC_COMPILER ${PVL_MINGW_TRIPLE}-windres)
 
 # Where the cross-built third-party libraries live (see scripts/build_mingw_deps.sh).
-if(NOT DEFINED PVL_MINGW_PREFIXES)
-  if(DEFINED ENV{PVL_MINGW_PREFIXES})
-    set(PVL_MINGW_PREFIXES "$ENV{PVL_MINGW_PREFIXES}")
+if(NOT DEFINED GSURG_MINGW_PREFIXES)
+  if(DEFINED ENV{GSURG_MINGW_PREFIXES})
+    set(GSURG_MINGW_PREFIXES "$ENV{GSURG_MINGW_PREFIXES}")
   elseif(DEFINED ENV{GSURG_CACHE})
-    set(PVL_MINGW_PREFIXES "$ENV{GSURG_CACHE}/mingw64-deps")
+    set(GSURG_MINGW_PREFIXES "$ENV{GSURG_CACHE}/mingw64-deps")
   else()
-    set(PVL_MINGW_PREFIXES "$ENV{HOME}/.cache/gsurg/mingw64-deps")
+    set(GSURG_MINGW_PREFIXES "$ENV{HOME}/.cache/gsurg/mingw64-deps")
   endif()
 endif()
-set(PVL_MINGW_PREFIXES "${PVL_MINGW_PREFIXES}" CACHE STRING "Prefixes holding libraries built for mingw-w64")
+set(GSURG_MINGW_PREFIXES "${GSURG_MINGW_PREFIXES}" CACHE STRING "Prefixes holding libraries built for mingw-w64")
 
 # try_compile projects re-read this file: hand them the same prefixes.
-list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES PVL_MINGW_PREFIXES)
+list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES GSURG_MINGW_PREFIXES)
 
-set(CMAKE_FIND_ROOT_PATH /usr/${PVL_MINGW_TRIPLE} ${PVL_MINGW_PREFIXES})
+set(CMAKE_FIND_ROOT_PATH /usr/${PVL_MINGW_TRIPLE} ${GSURG_MINGW_PREFIXES})
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)

@@ -37,7 +37,7 @@ TOOLCHAIN="$RUNTIME_DIR/cmake/aarch64-linux-gnu.cmake"
 CACHE=${GSURG_CACHE:-$HOME/.cache/gsurg}
 PREFIX="$CACHE/aarch64-deps"
 TRIPLE=aarch64-linux-gnu
-jobs=${PVL_JOBS:-2}
+jobs=${GSURG_JOBS:-2}
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs|-j) jobs=$2; shift 2 ;;
@@ -170,7 +170,7 @@ for pkg in "${packages[@]}"; do
   srcdir_of[$pkg]="$work/src/$pkg"
 done
 
-cmake_cross=(-DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" -DPVL_AARCH64_PREFIXES="$stage" -DCMAKE_BUILD_TYPE=Release
+cmake_cross=(-DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" -DGSURG_AARCH64_PREFIXES="$stage" -DCMAKE_BUILD_TYPE=Release
   -DCMAKE_INSTALL_PREFIX="$stage" -DCMAKE_INSTALL_LIBDIR=lib -DBUILD_SHARED_LIBS=OFF
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON)
 cmake_build() {  # cmake_build NAME SRC [ARGS...]

@@ -11,13 +11,13 @@
 #     (64-bit only: no i386 architecture needed), faketime, nasm, dpkg-dev.
 #   - builds ncnn for the host and for mingw64 (scripts/build_ncnn.sh) and the mingw libraries
 #     (scripts/build_mingw_deps.sh), all cached in ${GSURG_CACHE:-$HOME/.cache/gsurg}; then configures and
-#     builds runtime_cpp into $PVL_BUILD_DIR/linux and .../mingw64 (default PVL_BUILD_DIR:
+#     builds runtime_cpp into $GSURG_BUILD_DIR/linux and .../mingw64 (default GSURG_BUILD_DIR:
 #     $CACHE/runtime-build/<hash of this checkout's path>, printed at the end) and runs ctest on each
 #     (--output-on-failure), the Windows tests through scripts/wine_run.sh (WINEPREFIX in the cache).
 #   - with the Linux build (unless --no-sanitize) also .../linux-asan: the runtime (not ncnn) built with
-#     -fsanitize=address,undefined -fno-sanitize-recover=undefined (CMake PVL_SANITIZE), the same ctest
+#     -fsanitize=address,undefined -fno-sanitize-recover=undefined (CMake GSURG_SANITIZE), the same ctest
 #     suite plus runner_fuzz run on it, sharing the Linux tree's converted tiny model.
-#   - PVL_PYTHON (default: python3 on PATH) is the interpreter the parity tests use (torch, tokenizers, PIL).
+#   - GSURG_PYTHON (default: python3 on PATH) is the interpreter the parity tests use (torch, tokenizers, PIL).
 #   - prints the time of every phase; exits non-zero when any phase or test fails (both builds are still
 #     attempted).
 set -uo pipefail
@@ -30,9 +30,9 @@ CACHE=${GSURG_CACHE:-$HOME/.cache/gsurg}
 # One build tree per checkout: CMake refuses a build folder configured from another source folder, and two
 # clones sharing one cache (CI beside a developer's checkout) must not fight over it.
 source_key=$(printf '%s' "$RUNTIME_DIR" | sha256sum | cut -c1-12)
-BUILD_ROOT=${PVL_BUILD_DIR:-$CACHE/runtime-build/$source_key}
-PYTHON=${PVL_PYTHON:-$(command -v python3 || command -v python || true)}
-jobs=${PVL_JOBS:-2}
+BUILD_ROOT=${GSURG_BUILD_DIR:-$CACHE/runtime-build/$source_key}
+PYTHON=${GSURG_PYTHON:-$(command -v python3 || command -v python || true)}
+jobs=${GSURG_JOBS:-2}
 do_linux=1
 do_mingw=1
 do_asan=1
@@ -51,7 +51,7 @@ while [ $# -gt 0 ]; do
     *) echo "build_and_test.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-export GSURG_CACHE=$CACHE PVL_JOBS=$jobs
+export GSURG_CACHE=$CACHE GSURG_JOBS=$jobs
 
 timings=()
 failures=()
@@ -69,7 +69,7 @@ phase() {
   return $rc
 }
 summary() {
-  echo "=== build trees: $BUILD_ROOT/{linux,linux-asan,mingw64} (penguin_vl_run in runner/)" >&2
+  echo "=== build trees: $BUILD_ROOT/{linux,linux-asan,mingw64} (gsurg_run and the families' aliases in runner/)" >&2
   echo "=== timings" >&2
   for t in "${timings[@]}"; do echo "  $t" >&2; done
   if [ ${#failures[@]} -gt 0 ]; then
@@ -100,19 +100,19 @@ wine_start() { "$SCRIPT_DIR/wine_run.sh" cmd /c exit >/dev/null; }
 
 configure_linux() {
   cmake -S "$RUNTIME_DIR" -B "$BUILD_ROOT/linux" -DCMAKE_BUILD_TYPE=Release \
-    -Dncnn_DIR="$ncnn_host/lib/cmake/ncnn" -DPVL_PYTHON="$PYTHON" -DPVL_TEST_WRAPPER=
+    -Dncnn_DIR="$ncnn_host/lib/cmake/ncnn" -DGSURG_PYTHON="$PYTHON" -DGSURG_TEST_WRAPPER=
 }
 configure_asan() {
   mkdir -p "$BUILD_ROOT/linux"  # the shared tiny models live there
-  cmake -S "$RUNTIME_DIR" -B "$BUILD_ROOT/linux-asan" -DCMAKE_BUILD_TYPE=Release -DPVL_SANITIZE=ON \
-    -Dncnn_DIR="$ncnn_host/lib/cmake/ncnn" -DPVL_PYTHON="$PYTHON" -DPVL_TEST_WRAPPER= \
-    -DPVL_TEST_MODEL_DIR="$BUILD_ROOT/linux/pvl_model" -DPVL_QWEN3_VL_MODEL_DIR="$BUILD_ROOT/linux/qwen3_vl_model"
+  cmake -S "$RUNTIME_DIR" -B "$BUILD_ROOT/linux-asan" -DCMAKE_BUILD_TYPE=Release -DGSURG_SANITIZE=ON \
+    -Dncnn_DIR="$ncnn_host/lib/cmake/ncnn" -DGSURG_PYTHON="$PYTHON" -DGSURG_TEST_WRAPPER= \
+    -DGSURG_TEST_MODELS_DIR="$BUILD_ROOT/linux"
 }
 configure_mingw() {
   cmake -S "$RUNTIME_DIR" -B "$BUILD_ROOT/mingw64" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_TOOLCHAIN_FILE="$RUNTIME_DIR/cmake/mingw-w64-x86_64.cmake" -DPVL_MINGW_PREFIXES="$mingw_deps" \
-    -Dncnn_DIR="$ncnn_mingw/lib/cmake/ncnn" -DPVL_PYTHON="$PYTHON" \
-    -DPVL_TEST_WRAPPER="$SCRIPT_DIR/wine_run.sh"
+    -DCMAKE_TOOLCHAIN_FILE="$RUNTIME_DIR/cmake/mingw-w64-x86_64.cmake" -DGSURG_MINGW_PREFIXES="$mingw_deps" \
+    -Dncnn_DIR="$ncnn_mingw/lib/cmake/ncnn" -DGSURG_PYTHON="$PYTHON" \
+    -DGSURG_TEST_WRAPPER="$SCRIPT_DIR/wine_run.sh"
 }
 build_tree() { cmake --build "$1" -j "$jobs"; }
 test_tree() { (cd "$1" && ctest --output-on-failure --no-tests=error "${ctest_args[@]}"); }

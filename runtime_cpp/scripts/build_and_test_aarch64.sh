@@ -14,11 +14,11 @@
 #   - builds ncnn for aarch64 (scripts/build_ncnn.sh --target aarch64) and the aarch64 libraries
 #     (scripts/build_aarch64_deps.sh: static zlib, libpng, libjpeg-turbo, utf8proc from Debian's sources),
 #     both cached in ${GSURG_CACHE:-$HOME/.cache/gsurg} beside the host and mingw64 builds; then configures
-#     and builds runtime_cpp into $PVL_BUILD_DIR/aarch64 (default PVL_BUILD_DIR: the one build_and_test.sh
+#     and builds runtime_cpp into $GSURG_BUILD_DIR/aarch64 (default GSURG_BUILD_DIR: the one build_and_test.sh
 #     uses, $CACHE/runtime-build/<hash of this checkout's path>) with cmake/aarch64-linux-gnu.cmake and runs
 #     ctest there (--output-on-failure), every built program through scripts/qemu_run.sh
-#     (PVL_TEST_WRAPPER). The Python goldens (HF tokenizers, Pillow, PyTorch, HF transformers) run natively.
-#   - PVL_PYTHON (default: python3 on PATH) is the interpreter the parity tests use.
+#     (GSURG_TEST_WRAPPER). The Python goldens (HF tokenizers, Pillow, PyTorch, HF transformers) run natively.
+#   - GSURG_PYTHON (default: python3 on PATH) is the interpreter the parity tests use.
 #   - prints the time of every phase; exits non-zero when any phase or test fails.
 set -uo pipefail
 {  # the whole script is parsed before it runs: editing the file meanwhile cannot derail a running build
@@ -28,10 +28,10 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RUNTIME_DIR=$(dirname "$SCRIPT_DIR")
 CACHE=${GSURG_CACHE:-$HOME/.cache/gsurg}
 source_key=$(printf '%s' "$RUNTIME_DIR" | sha256sum | cut -c1-12)
-BUILD_ROOT=${PVL_BUILD_DIR:-$CACHE/runtime-build/$source_key}
+BUILD_ROOT=${GSURG_BUILD_DIR:-$CACHE/runtime-build/$source_key}
 BUILD="$BUILD_ROOT/aarch64"
-PYTHON=${PVL_PYTHON:-$(command -v python3 || command -v python || true)}
-jobs=${PVL_JOBS:-2}
+PYTHON=${GSURG_PYTHON:-$(command -v python3 || command -v python || true)}
+jobs=${GSURG_JOBS:-2}
 do_test=1
 ctest_args=()
 while [ $# -gt 0 ]; do
@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
     *) echo "build_and_test_aarch64.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-export GSURG_CACHE=$CACHE PVL_JOBS=$jobs
+export GSURG_CACHE=$CACHE GSURG_JOBS=$jobs
 
 timings=()
 failures=()
@@ -61,7 +61,7 @@ phase() {
   return $rc
 }
 summary() {
-  echo "=== build tree: $BUILD (penguin_vl_run, qwen3_vl_run in runner/; run them with scripts/qemu_run.sh)" >&2
+  echo "=== build tree: $BUILD (gsurg_run and the families' aliases in runner/; run them with scripts/qemu_run.sh)" >&2
   echo "=== timings" >&2
   for t in "${timings[@]}"; do echo "  $t" >&2; done
   if [ ${#failures[@]} -gt 0 ]; then
@@ -85,23 +85,24 @@ aarch64_deps=""
 get_ncnn() { ncnn_aarch64=$("$SCRIPT_DIR/build_ncnn.sh" --target aarch64 --jobs "$jobs" | tail -n1); [ -n "$ncnn_aarch64" ]; }
 get_deps() { aarch64_deps=$("$SCRIPT_DIR/build_aarch64_deps.sh" --jobs "$jobs" | tail -n1); [ -n "$aarch64_deps" ]; }
 # One program under qemu before the suite: a broken emulator or loader prefix fails here, with its message.
-qemu_smoke() { "$SCRIPT_DIR/qemu_run.sh" "$BUILD/tests/wine_smoke/pvl_console_smoke" "qemu ✓" >&2; }
+qemu_smoke() { "$SCRIPT_DIR/qemu_run.sh" "$BUILD/tests/wine_smoke/gsurg_console_smoke" "qemu ✓" >&2; }
 
 configure() {
   cmake -S "$RUNTIME_DIR" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_TOOLCHAIN_FILE="$RUNTIME_DIR/cmake/aarch64-linux-gnu.cmake" -DPVL_AARCH64_PREFIXES="$aarch64_deps" \
-    -Dncnn_DIR="$ncnn_aarch64/lib/cmake/ncnn" -DPVL_PYTHON="$PYTHON" \
-    -DPVL_TEST_WRAPPER="$SCRIPT_DIR/qemu_run.sh" || return
+    -DCMAKE_TOOLCHAIN_FILE="$RUNTIME_DIR/cmake/aarch64-linux-gnu.cmake" -DGSURG_AARCH64_PREFIXES="$aarch64_deps" \
+    -Dncnn_DIR="$ncnn_aarch64/lib/cmake/ncnn" -DGSURG_PYTHON="$PYTHON" \
+    -DGSURG_TEST_WRAPPER="$SCRIPT_DIR/qemu_run.sh" || return
   # The preprocess checks (tests/check_preprocess*.py) hand the program paths prefixed with wine's "Z:"
   # whenever a wrapper is set; on Linux "Z:/tmp/x" is a relative path, which this link (in the tests'
   # working folder) turns back into /tmp/x.
-  mkdir -p "$BUILD/preprocess" && ln -sfn / "$BUILD/preprocess/Z:"
+  local dir
+  for dir in "$BUILD"/families/*/; do ln -sfn / "$dir/Z:"; done
 }
 build() { cmake --build "$BUILD" -j "$jobs"; }
 # Every program must be aarch64 code (a host compiler slipping in would pass the tests without qemu).
 check_arch() {
   local f bad=0
-  for f in "$BUILD"/runner/penguin_vl_run "$BUILD"/runner/qwen3_vl_run; do
+  for f in "$BUILD"/runner/*_run; do
     readelf -h "$f" | grep -q '^ *Machine: *AArch64$' || { echo "not an aarch64 program: $f" >&2; bad=1; }
   done
   return $bad

@@ -30,7 +30,7 @@ TOOLCHAIN="$RUNTIME_DIR/cmake/mingw-w64-x86_64.cmake"
 CACHE=${GSURG_CACHE:-$HOME/.cache/gsurg}
 PREFIX="$CACHE/mingw64-deps"
 TRIPLE=x86_64-w64-mingw32
-jobs=${PVL_JOBS:-2}
+jobs=${GSURG_JOBS:-2}
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs|-j) jobs=$2; shift 2 ;;
@@ -151,7 +151,7 @@ for pkg in "${packages[@]}"; do
   srcdir_of[$pkg]="$work/src/$pkg"
 done
 
-cmake_cross=(-DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" -DPVL_MINGW_PREFIXES="$stage" -DCMAKE_BUILD_TYPE=Release
+cmake_cross=(-DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" -DGSURG_MINGW_PREFIXES="$stage" -DCMAKE_BUILD_TYPE=Release
   -DCMAKE_INSTALL_PREFIX="$stage" -DCMAKE_INSTALL_LIBDIR=lib -DBUILD_SHARED_LIBS=OFF)
 cmake_build() {  # cmake_build NAME SRC [ARGS...]
   local name=$1 srcd=$2

@@ -35,11 +35,11 @@ NCNN_TREE_SHA256=eb6551922408185d360cfa8e099f1b5664f31642c8e73c130dfaef6435bdd9f
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RUNTIME_DIR=$(dirname "$SCRIPT_DIR")
 CACHE=${GSURG_CACHE:-$HOME/.cache/gsurg}
-PYTHON=${PVL_PYTHON:-$(command -v python3 || command -v python)}
+PYTHON=${GSURG_PYTHON:-$(command -v python3 || command -v python)}
 
 target=host
 flavor=""
-jobs=${PVL_JOBS:-2}
+jobs=${GSURG_JOBS:-2}
 while [ $# -gt 0 ]; do
   case "$1" in
     --target) target=$2; shift 2 ;;

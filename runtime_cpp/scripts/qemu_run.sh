@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # qemu_run.sh — run an aarch64 Linux program under user-mode qemu; the test wrapper of the aarch64 cross build
-# (-DPVL_TEST_WRAPPER=<repo>/runtime_cpp/scripts/qemu_run.sh).
+# (-DGSURG_TEST_WRAPPER=<repo>/runtime_cpp/scripts/qemu_run.sh).
 #
 # Usage: qemu_run.sh PROGRAM [ARGS...]   (exit status, stdout, stderr and stdin are the program's)
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # wine_run.sh — run a Windows .exe under wine, non-interactively; the test wrapper of the mingw build
-# (-DPVL_TEST_WRAPPER=<repo>/runtime_cpp/scripts/wine_run.sh).
+# (-DGSURG_TEST_WRAPPER=<repo>/runtime_cpp/scripts/wine_run.sh).
 #
 # Usage: wine_run.sh PROGRAM.exe [ARGS...]   (exit status and stdout/stderr are the program's)
 #

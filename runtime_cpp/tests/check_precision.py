@@ -10,7 +10,7 @@ part from the wheel's after six steps. And on ARM ``--precision fp16``/``auto`` 
 (``CMAKE_CROSSCOMPILING``) therefore passes ``--cross-prefix 4``: in its int8 cases and its fp16/auto cases
 the first four tokens (the prefill and three decode steps, where wrong rows, scales or a lost precision
 setting already show) must be equal, and a note says where the rest part; int4 (the runner's own 4/6-bit
-kernel, runner/include/pvl/lowbit_kernel.hpp, which rounds as ncnn's scalar loop in the wheel does) and the
+kernel, kernels/include/gsurg/lowbit_kernel.hpp, which rounds as ncnn's scalar loop in the wheel does) and the
 exact fp32 cases stay exact everywhere. On an ARM target (``--fp16-teacher-forced``) the fp16/auto cases are
 judged as ``gsurg verify`` judges an approximate run: the runner is fed the chain's exact fp32 tokens
 (``--force-ids``) and its picks, pooled over both prompts, must agree with them at least as often as

@@ -1,4 +1,4 @@
-"""Parity check of the C++ image preprocessing (pvl_preprocess, through pvl_preprocess_dump) against goldens
+"""Parity check of the C++ image preprocessing (through penguin_vl_preprocess_dump) against goldens
 computed here at test time, never by the code under test:
 
 - decoding: the RGB pixels of Pillow's ``Image.open(path).convert("RGB")``, for the corpus images and for
@@ -13,9 +13,9 @@ computed here at test time, never by the code under test:
 - broken or unsupported files: refused by the C++ loader with an error naming the path.
 
 Everything must be bit-exact; a difference prints the case and its max_abs and the exit status is 1. All
-jobs go to one pvl_preprocess_dump process (``--jobs``), so a Windows build under wine starts once (plus one
-single-job run of the plain command line). Usage:
-    check_preprocess.py --dump BUILD/preprocess/pvl_preprocess_dump [--wrapper wine]
+jobs go to one penguin_vl_preprocess_dump process (``--jobs``), so a Windows build under wine starts once
+(plus one single-job run of the plain command line). Usage:
+    check_preprocess.py --dump BUILD/families/penguin_vl/penguin_vl_preprocess_dump [--wrapper wine]
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ Check = Callable[[str], str | None]  # job output line -> failure text or None
 
 
 class Jobs:
-    """Job lines for pvl_preprocess_dump and, per job, the check of its result."""
+    """Job lines for penguin_vl_preprocess_dump and, per job, the check of its result."""
 
     def __init__(self, folder: Path, path_prefix: str) -> None:
         self.folder, self.prefix = folder, path_prefix
@@ -304,7 +304,7 @@ def add_bad_file_jobs(jobs: Jobs, bad: list[Path], cfg_path: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dump", required=True, help="the pvl_preprocess_dump program")
+    ap.add_argument("--dump", required=True, help="the penguin_vl_preprocess_dump program")
     ap.add_argument("--wrapper", default="", help="runs the program, e.g. wine for a Windows build")
     ap.add_argument(
         "--path-prefix", default=None, help="prefix for paths handed to the program (Z: under wine)"

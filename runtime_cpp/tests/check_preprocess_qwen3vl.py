@@ -1,6 +1,6 @@
-"""Parity check of the C++ Qwen3-VL image processor (pvl_preprocess's qwen3vl_*, through
-``pvl_preprocess_dump --qwen3vl``) against HF transformers' Qwen2VLImageProcessorPil, run here at test time
-(never the code under test):
+"""Parity check of the C++ Qwen3-VL image processor (the family's qwen3vl_*, through
+``qwen3_vl_preprocess_dump --qwen3vl``) against HF transformers' Qwen2VLImageProcessorPil, run here at
+test time (never the code under test):
 
 - pixel_values and grid of the corpus images and of synthetic ones (preprocess_images.py's, plus a portrait
   40x1200, an exact multiple 96x64 and a large non-multiple 517x389) under several pixel budgets: the tiny
@@ -24,9 +24,9 @@
 
 The processor config handed to the C++ side is model.json's "image_processor" object with the keys
 graphsurgeon/models/qwen3_vl/model.json.j2 writes. Everything must be bit-exact (np.array_equal) and the grids
-identical; a difference prints the case and the exit status is 1. All jobs go to one pvl_preprocess_dump
+identical; a difference prints the case and the exit status is 1. All jobs go to one qwen3_vl_preprocess_dump
 process (``--jobs``), plus one run of the plain command line. Usage:
-    check_preprocess_qwen3vl.py --dump BUILD/preprocess/pvl_preprocess_dump [--wrapper wine]
+    check_preprocess_qwen3vl.py --dump BUILD/families/qwen3_vl/qwen3_vl_preprocess_dump [--wrapper wine]
 """
 
 from __future__ import annotations
@@ -459,7 +459,7 @@ def add_no_convert_jobs(jobs: Jobs, raw: dict[str, Any], budget: Budget, keyed: 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dump", required=True, help="the pvl_preprocess_dump program")
+    ap.add_argument("--dump", required=True, help="the qwen3_vl_preprocess_dump program")
     ap.add_argument("--wrapper", default="", help="runs the program, e.g. wine for a Windows build")
     ap.add_argument(
         "--path-prefix", default=None, help="prefix for paths handed to the program (Z: under wine)"

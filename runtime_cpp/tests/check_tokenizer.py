@@ -1,6 +1,6 @@
-"""Parity test of the C++ tokenizer (``pvl_tokenize``) against HF ``tokenizers``, goldens computed here.
+"""Parity test of the C++ tokenizer (``gsurg_tokenize``) against HF ``tokenizers``, goldens computed here.
 
-``python check_tokenizer.py --tool BUILD/tokenizer/pvl_tokenize [--wrapper "wine"] [--tiny tokenizer.json]``
+``python check_tokenizer.py --tool BUILD/tokenizer/gsurg_tokenize [--wrapper "wine"] [--tiny tokenizer.json]``
 
 For five tokenizer files - the shipped tiny ones (``graphsurgeon/models/penguin_vl/tiny/tokenizer.json`` and
 the one transformers 5's ``save_pretrained`` wrote for ``graphsurgeon/models/qwen3_vl/tiny``, with the vision
@@ -105,10 +105,10 @@ def run_tool(args: argparse.Namespace, tokenizer: Path, items: list[Any], mode: 
     cmd += ["--output", str(out), "--mode", mode]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise SystemExit(f"pvl_tokenize failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
+        raise SystemExit(f"gsurg_tokenize failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
     result: dict[str, Any] = json.loads(out.read_text())
     if len(result["results"]) != len(items):
-        raise SystemExit(f"pvl_tokenize returned {len(result['results'])} results for {len(items)} inputs")
+        raise SystemExit(f"gsurg_tokenize returned {len(result['results'])} results for {len(items)} inputs")
     return result
 
 
@@ -322,7 +322,7 @@ def trained_files(work: Path) -> tuple[Path, Path, Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tool", required=True, help="the pvl_tokenize executable")
+    parser.add_argument("--tool", required=True, help="the gsurg_tokenize executable")
     parser.add_argument("--wrapper", default="", help='command that runs the tool, e.g. "wine"')
     parser.add_argument("--tiny", type=Path, default=TINY, help="the shipped tiny tokenizer.json")
     parser.add_argument("--workdir", default="", help="folder for the exchanged files (default: a temp dir)")
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import tokenizers
     except ImportError:
-        print(f"{sys.executable} has no HF `tokenizers` (pip install tokenizers; or pass -DPVL_PYTHON=...)")
+        print(f"{sys.executable} has no HF `tokenizers` (pip install tokenizers; or pass -DGSURG_PYTHON=...)")
         return 1
     print(f"HF tokenizers {tokenizers.__version__} ({sys.executable}); tool: {args.wrapper} {args.tool}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -193,8 +193,8 @@ def cases(runner: Runner) -> list[BadCase]:
         BadCase("model.json not JSON", text, "model.json: not valid JSON", _write("model.json", "{nets: ")),
         BadCase("model.json key missing", text, "decoder.rope.theta", _drop("decoder", "rope", "theta")),
         BadCase("model.json key mistyped", text, "num_layers", _set("two", "num_layers")),
-        # the header first (schemas/model_json/penguin_vl.v2.schema.json): another family or version, or a
-        # model.json written before families, is refused as such, naming the key
+        # the header first (graphsurgeon/models/penguin_vl/penguin_vl.v2.schema.json): another family or
+        # version, or a model.json written before families, is refused as such, naming the key
         BadCase(
             "model.json of another family",
             text,

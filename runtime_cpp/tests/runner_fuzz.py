@@ -8,7 +8,7 @@ of a working run and runs the program on it, with an image (the vision half) or 
 * an image (PNG or JPEG): bytes flipped, cut or spliced, or the PNG header's sizes overwritten;
 * ``tokenizer.json``: the same JSON mutations in its small parts, or its bytes damaged.
 
-Every run must end cleanly: exit code 0, or exit code 2 with a last stderr line ``penguin_vl_run: error:
+Every run must end cleanly: exit code 0, or exit code 2 with a last stderr line ``<program>: error:
 ...`` and nothing else on stderr; never a crash, an ``internal error`` (exit 1), a sanitizer report or a
 timeout. A failing case prints its seed and mutation, so it can be replayed with ``--only N``. (The runner
 before issue 14's fixes fails it: case 69, patch_size 14 -> 28 in both places, corrupts the heap.)
@@ -215,7 +215,7 @@ def check_run(runner: Runner, case: Case, folder: Path, image: Path, timeout: fl
         return 0
     if result.code != 2:
         raise CheckFailed(f"exit code {result.code}; stderr: {result.stderr[-2000:]!r}")
-    if len(lines) != 1 or not lines[0].startswith("penguin_vl_run: error: "):
+    if len(lines) != 1 or not lines[0].startswith(f"{Path(runner.program).stem}: error: "):
         raise CheckFailed(f"not one error line: {result.stderr[-2000:]!r}")
     return 2
 

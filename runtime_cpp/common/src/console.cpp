@@ -1,7 +1,7 @@
 // UTF-8 argv and console (see console.hpp).
-#include "pvl/console.hpp"
+#include "gsurg/console.hpp"
 
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
 #ifdef _WIN32
 #ifndef NOMINMAX
@@ -14,10 +14,10 @@
 
 #include <cstdio>
 
-#include "pvl/files.hpp"
+#include "gsurg/files.hpp"
 #endif
 
-namespace pvl {
+namespace gsurg {
 
 std::vector<std::string> utf8_args(int argc, char** argv) {
   std::vector<std::string> out;
@@ -42,4 +42,4 @@ void use_utf8_console() {
 #endif
 }
 
-}  // namespace pvl
+}  // namespace gsurg

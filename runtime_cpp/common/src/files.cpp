@@ -1,10 +1,10 @@
-#include "pvl/files.hpp"
+#include "gsurg/files.hpp"
 
 #include <cerrno>
 #include <cstring>
 #include <memory>
 
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
 #ifdef _WIN32
 #include <windows.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 #endif
 
-namespace pvl {
+namespace gsurg {
 
 #ifdef _WIN32
 std::wstring widen(const std::string& utf8) {
@@ -131,4 +131,4 @@ std::string join_path(const std::string& folder, const std::string& name) {
   return folder + "/" + name;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,13 +1,13 @@
-// composite_on_white() (see pvl/image.hpp): HF transformers' convert_to_rgb for an image with transparency,
+// composite_on_white() (see gsurg/image.hpp): HF transformers' convert_to_rgb for an image with transparency,
 // Image.alpha_composite(white RGBA, image.convert("RGBA")).convert("RGB"), in Pillow's integer arithmetic
 // (libImaging/AlphaComposite.c: 7 extra bits of precision, divisions by 255 as ((x >> 8) + x) >> 8).
 #include <cstddef>
 #include <cstdint>
 
-#include "pvl/error.hpp"
-#include "pvl/image.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/image.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -49,4 +49,4 @@ Image composite_on_white(const Image& image) {
   return out;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -3,11 +3,11 @@
 #include <cstring>
 
 #include "decoders.hpp"
-#include "pvl/error.hpp"
-#include "pvl/files.hpp"
-#include "pvl/image.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/files.hpp"
+#include "gsurg/image.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -27,4 +27,4 @@ Image decode_image(const std::string& bytes, const std::string& name) {
 
 Image load_image(const std::string& path) { return decode_image(read_file(path), path); }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -23,9 +23,9 @@
 #include <jerror.h>
 
 #include "decoders.hpp"
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 namespace detail {
 
 namespace {
@@ -149,4 +149,4 @@ Image decode_jpeg(const uint8_t* data, size_t size, const std::string& name) {
 }
 
 }  // namespace detail
-}  // namespace pvl
+}  // namespace gsurg

@@ -34,9 +34,9 @@
 #include <vector>
 
 #include "decoders.hpp"
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 namespace detail {
 
 namespace {
@@ -268,4 +268,4 @@ Image decode_png(const uint8_t* data, size_t size, const std::string& name) {
 }
 
 }  // namespace detail
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,11 +1,11 @@
 // The helpers both image processors share (see processor_common.hpp).
-#include "processor_common.hpp"
+#include "gsurg/processor_common.hpp"
 
 #include <cmath>
 
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 namespace processor {
 
 void bad(const std::string& key, const std::string& what, const nlohmann::json* value) {
@@ -49,4 +49,4 @@ NormaliseTable normalise_table(double rescale_factor, const std::array<double, 3
 }
 
 }  // namespace processor
-}  // namespace pvl
+}  // namespace gsurg

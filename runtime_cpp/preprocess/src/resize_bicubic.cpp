@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "pvl/error.hpp"
-#include "pvl/image.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/image.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -179,4 +179,4 @@ Image resize_bicubic(const Image& src, int width, int height) {
   return out;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -3,11 +3,11 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "pvl/cli.hpp"
-#include "pvl/error.hpp"
-#include "pvl/family_registry.hpp"
+#include "gsurg/cli.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/family_registry.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -48,14 +48,22 @@ std::vector<int> parse_ids(const std::string& flag, const std::string& text) {
 std::string usage() {
   const std::string name = program_name();
   const std::string pad(name.size(), ' ');
-  // The rule file a program's models come from is named like it: penguin_vl_run <- rules/penguin_vl.yaml.
+  // A family's alias is named like the rule file its models come from: <family>_run <- rules/<family>.yaml;
+  // any other name (gsurg_run) runs every registered family: FAMILY, one of them.
   const size_t run = name.rfind("_run");
-  const std::string rules = (run != std::string::npos && run + 4 == name.size() ? name.substr(0, run) : name);
+  const std::string stem = (run != std::string::npos && run + 4 == name.size() ? name.substr(0, run) : name);
+  std::string rules = "FAMILY";
+  std::string listed;
+  for (const FamilyEntry& f : families()) {
+    if (stem == f.name) rules = stem;
+    listed += std::string(listed.empty() ? "" : ", ") + f.name;
+  }
   return "usage: " + name + " --model DIR [--image IMG]... (--prompt TEXT | --ids 1,2,3) [--gen N]\n"
          "       " + pad + " [--threads N] [--precision fp32|fp16|auto] [--temperature T] [--top-k K]\n"
          "       " + pad + " [--top-p P] [--int4-activations fp32|int8]\n"
          "       " + pad + " [--repetition-penalty R] [--seed S] [--verbose]\n"
-         "  --model DIR            the output of `gsurg apply rules/" + rules + ".yaml`\n"
+         "  --model DIR            the output of `gsurg apply rules/" + rules + ".yaml`" +
+         (rules == "FAMILY" ? "\n                         (FAMILY: " + listed + ")" : std::string()) + "\n"
          "  --image IMG            a PNG or JPEG image (repeatable; placed before the text)\n"
          "  --prompt TEXT          the user message (UTF-8); without --image the model answers text-only\n"
          "  --gen N                at most N new tokens (default 256); stops earlier at EOS\n"
@@ -168,4 +176,4 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
   return a;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -6,25 +6,25 @@
 #include <memory>
 #include <string>
 
-#include "pvl/cli.hpp"
-#include "pvl/error.hpp"
-#include "pvl/family.hpp"
-#include "pvl/family_registry.hpp"
-#include "pvl/generate.hpp"
-#include "pvl/huge_pages.hpp"
-#include "pvl/lowbit_gemm.hpp"
-#include "pvl/optional_parts.hpp"
-#include "pvl/pixel_file.hpp"
-#include "pvl/weight_widening.hpp"
+#include "gsurg/cli.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/family.hpp"
+#include "gsurg/family_registry.hpp"
+#include "gsurg/generate.hpp"
+#include "gsurg/huge_pages.hpp"
+#include "gsurg/lowbit_gemm.hpp"
+#include "gsurg/optional_parts.hpp"
+#include "gsurg/pixel_file.hpp"
+#include "gsurg/weight_widening.hpp"
 
-#if PVL_HAVE_TOKENIZER
-#include "pvl/tokenizer.hpp"
+#if GSURG_HAVE_TOKENIZER
+#include "gsurg/tokenizer.hpp"
 #endif
-#if PVL_HAVE_PREPROCESS
-#include "pvl/image.hpp"
+#if GSURG_HAVE_PREPROCESS
+#include "gsurg/image.hpp"
 #endif
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -32,7 +32,7 @@ std::vector<PatchInput> load_images(const CliArgs& args, const Family& family) {
   std::vector<PatchInput> out;
   for (const std::string& path : args.pixel_files) out.push_back(read_pixel_file(path));
   if (args.images.empty()) return out;
-#if PVL_HAVE_PREPROCESS
+#if GSURG_HAVE_PREPROCESS
   const ImagePreprocessor preprocess = family.image_preprocessor();
   for (const std::string& path : args.images) {
     const Image image = load_image(path);  // its errors name the path
@@ -66,7 +66,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
   huge_pages::set_enabled(args.huge_pages);
   Runtime runtime(args.model, threads, !args.no_mmap, args.precision, args.int4_activations_int8);
   const ModelConfig& cfg = runtime.config();
-#if PVL_HAVE_TOKENIZER
+#if GSURG_HAVE_TOKENIZER
   const Tokenizer tok = Tokenizer::load(cfg.tokenizer_json);
 #endif
   // The vision nets are checked against model.json before any image is preprocessed with its settings.
@@ -79,7 +79,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
   if (args.has_ids) {
     ids = args.ids;
   } else {
-#if PVL_HAVE_TOKENIZER
+#if GSURG_HAVE_TOKENIZER
     ids = runtime.family().prompt_ids(tok, args.prompt, images);
 #else
     part_missing("tokenizer", "--prompt", "--ids");
@@ -91,12 +91,12 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
   options.ignore_eos = args.ignore_eos;
   options.forced = args.force_ids;
   options.sampling = args.sampling;
-#if PVL_HAVE_TOKENIZER
+#if GSURG_HAVE_TOKENIZER
   StreamDecoder stream(tok);
 #endif
   auto on_token = [&](int id) {
     if (!args.ignore_eos && args.force_ids.empty() && cfg.is_eos(id)) return;  // EOS ends the answer
-#if PVL_HAVE_TOKENIZER
+#if GSURG_HAVE_TOKENIZER
     const std::string text = stream.push(id);
 #else
     const std::string text = " " + std::to_string(id);
@@ -105,7 +105,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
     std::fflush(out);
   };
   GenerateResult result = runtime.generate(ids, images, options, on_token);
-#if PVL_HAVE_TOKENIZER
+#if GSURG_HAVE_TOKENIZER
   const std::string tail = stream.finish();
   std::fwrite(tail.data(), 1, tail.size(), out);
 #endif
@@ -154,4 +154,4 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
   return 0;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,13 +1,13 @@
 // Decoder steps through SDPA's KV cache, and lm_head (see decoder.hpp).
-#include "pvl/decoder.hpp"
+#include "gsurg/decoder.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 #include <utility>
 
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 Decoder::Decoder(const ModelConfig& cfg, int threads, std::vector<std::string> extra_inputs)
     : cfg_(cfg), extra_inputs_(std::move(extra_inputs)) {
@@ -94,4 +94,4 @@ std::vector<float> KVSession::step(const std::vector<float>& hidden, int rows, c
   return std::vector<float>(last, last + cfg.hidden_size);
 }
 
-}  // namespace pvl
+}  // namespace gsurg

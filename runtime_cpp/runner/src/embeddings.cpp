@@ -1,14 +1,14 @@
 // Embedding rows from the tied matrix in lm_head's .bin (memory-mapped; float, or block-quantized codes
 // dequantized per row) or from the embed net.
-#include "pvl/embeddings.hpp"
+#include "gsurg/embeddings.hpp"
 
 #include <cstring>
 
 #include <mat.h>
 
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -167,4 +167,4 @@ std::vector<float> Embeddings::rows(const std::vector<int>& ids, int skip_id) co
   return out;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,16 +1,16 @@
 // The family lookup, the program's name, and the parts of family.hpp every family shares.
-#include "pvl/family_registry.hpp"
+#include "gsurg/family_registry.hpp"
 
 #include <algorithm>
 #include <string>
 
-#include "pvl/error.hpp"
-#include "pvl/optional_parts.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/optional_parts.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
-const char* g_program_name = "penguin_vl_run";
+const char* g_program_name = "gsurg_run";
 }  // namespace
 
 Family::~Family() = default;
@@ -39,4 +39,4 @@ void part_missing(const char* part, const char* flag, const char* instead) {
 }
 const char* program_name() { return g_program_name; }
 
-}  // namespace pvl
+}  // namespace gsurg

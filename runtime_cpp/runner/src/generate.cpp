@@ -1,13 +1,13 @@
 // Vision -> fused embeddings -> prefill -> decode loop (see generate.hpp).
-#include "pvl/generate.hpp"
+#include "gsurg/generate.hpp"
 
 #include <algorithm>
 #include <chrono>
 
-#include "pvl/error.hpp"
-#include "pvl/net_checks.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/net_checks.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 const int kMaxReservedNewTokens = 8192;  // a huge --gen must not reserve a huge cache up front
@@ -105,4 +105,4 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
   return result;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

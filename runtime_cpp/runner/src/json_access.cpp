@@ -1,9 +1,9 @@
 // Dotted-path access into model.json with errors that name the file and key (see json_access.hpp).
-#include "pvl/json_access.hpp"
+#include "gsurg/json_access.hpp"
 
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 const nlohmann::json* JsonDoc::find(const std::string& key) const {
   const nlohmann::json* node = &root_;
@@ -84,4 +84,4 @@ std::vector<int64_t> JsonDoc::integers(const std::string& key) const {
   return out;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

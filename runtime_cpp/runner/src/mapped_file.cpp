@@ -1,13 +1,13 @@
 // Read-only file view: mmap / MapViewOfFile, or ranged reads as a fallback (see mapped_file.hpp).
-#include "pvl/mapped_file.hpp"
+#include "gsurg/mapped_file.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
-#include "pvl/error.hpp"
-#include "pvl/files.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/files.hpp"
 
 #ifdef _WIN32
 #ifndef NOMINMAX
@@ -21,7 +21,7 @@
 #include <unistd.h>
 #endif
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -126,4 +126,4 @@ void MappedFile::release(uint64_t offset, uint64_t n) const {
 #endif
 }
 
-}  // namespace pvl
+}  // namespace gsurg

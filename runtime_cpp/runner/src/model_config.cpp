@@ -1,17 +1,17 @@
 // Reads and checks model.json (see model_config.hpp).
-#include "pvl/model_config.hpp"
+#include "gsurg/model_config.hpp"
 
 #include <algorithm>
 #include <iterator>
 
-#include "pvl/config_read.hpp"
-#include "pvl/error.hpp"
-#include "pvl/family.hpp"
-#include "pvl/family_registry.hpp"
-#include "pvl/files.hpp"
-#include "pvl/json_access.hpp"
+#include "gsurg/config_read.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/family.hpp"
+#include "gsurg/family_registry.hpp"
+#include "gsurg/files.hpp"
+#include "gsurg/json_access.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -268,4 +268,4 @@ ModelConfig ModelConfig::load(const std::string& folder, std::unique_ptr<Family>
   return cfg;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

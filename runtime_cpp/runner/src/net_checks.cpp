@@ -1,11 +1,11 @@
 // model.json against the nets' own shapes (see net_checks.hpp).
-#include "pvl/net_checks.hpp"
+#include "gsurg/net_checks.hpp"
 
 #include <algorithm>
 
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 std::string net_ref(const LoadedNet& net) { return "nets." + net.files().name; }
 
@@ -90,4 +90,4 @@ void check_llm_nets(const ModelConfig& cfg, const LoadedNet& decoder, const Load
   }
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,6 +1,6 @@
 // Loading and running one ncnn net at the run's precision (exact fp32 by default) with interface checks
 // (see nets.hpp).
-#include "pvl/nets.hpp"
+#include "gsurg/nets.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,12 +8,12 @@
 
 #include <datareader.h>
 
-#include "pvl/error.hpp"
-#include "pvl/files.hpp"
-#include "pvl/lowbit_gemm.hpp"
-#include "pvl/weight_widening.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/files.hpp"
+#include "gsurg/lowbit_gemm.hpp"
+#include "gsurg/weight_widening.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -237,4 +237,4 @@ std::vector<float> mat_rows(const ncnn::Mat& m, int expected_cols, const std::st
   return out;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

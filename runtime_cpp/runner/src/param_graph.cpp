@@ -1,15 +1,15 @@
 // A .param's layers and the widths their params fix (see param_graph.hpp).
-#include "pvl/param_graph.hpp"
+#include "gsurg/param_graph.hpp"
 
 #include <cstdlib>
 
 #include <datareader.h>
 #include <paramdict.h>
 
-#include "pvl/error.hpp"
-#include "pvl/files.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/files.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -184,4 +184,4 @@ Width ParamGraph::rope_width(const std::string& table_blob) const {
   return {};
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,13 +1,13 @@
 // Reads a --pixel-values dump (see pixel_file.hpp).
-#include "pvl/pixel_file.hpp"
+#include "gsurg/pixel_file.hpp"
 
 #include <cstdint>
 #include <cstring>
 
-#include "pvl/error.hpp"
-#include "pvl/files.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/files.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 PatchInput read_pixel_file(const std::string& path) {
   const std::string bytes = read_file(path);
@@ -32,4 +32,4 @@ PatchInput read_pixel_file(const std::string& path) {
   return in;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

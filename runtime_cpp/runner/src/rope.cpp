@@ -1,9 +1,9 @@
 // LLM 1-D RoPE tables and the causal mask (see rope.hpp).
-#include "pvl/rope.hpp"
+#include "gsurg/rope.hpp"
 
 #include <cmath>
 
-namespace pvl {
+namespace gsurg {
 
 std::vector<float> rope_inv_freq(int head_dim, double theta) {
   std::vector<float> inv(static_cast<size_t>(head_dim / 2));
@@ -55,4 +55,4 @@ std::vector<float> causal_mask(int start, int length, float mask_value) {
   return mask;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,13 +1,13 @@
 // Greedy and sampled token choice (see sampler.hpp).
-#include "pvl/sampler.hpp"
+#include "gsurg/sampler.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 Sampler::Sampler(const SamplingOptions& options) : options_(options), rng_(options.seed) {
   if (!(options.temperature >= 0.0f) || !std::isfinite(options.temperature))
@@ -78,4 +78,4 @@ int Sampler::next(std::vector<float>& logits, const std::vector<int>& history) {
   return order[prob.size() - 1];
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,4 +1,4 @@
-// weight_widening_check: the runner's own widening of 2-byte Gemm weights (runner/include/pvl/
+// weight_widening_check: the runner's own widening of 2-byte Gemm weights (runner/include/gsurg/
 // weight_widening.hpp) against ncnn's.
 //   1. widen_bf16 / widen_fp16 give ncnn's bfloat16_to_float32 / float16_to_float32 for every one of the
 //      65,536 values, bit for bit (NaN for NaN), on one thread and on two.
@@ -8,7 +8,7 @@
 //      bf16 B larger than the arena so far (it grows), and a bf16 B after a constant A (not armed) — loaded
 //      mapped (the runner widens) and with map_weights off (ncnn widens), and the same values stored fp32:
 //      the three outputs are bit-identical, and the runner widened exactly the three armed weights.
-//   4. The same .bin cut inside the last armed bf16 payload: the mapped load throws pvl::Error naming the .bin.
+//   4. The same .bin cut inside the last armed bf16 payload: the mapped load throws gsurg::Error naming the .bin.
 // Exit 0 when every check holds, 1 otherwise.
 #include <cmath>
 #include <cstdint>
@@ -21,9 +21,9 @@
 
 #include <mat.h>
 
-#include "pvl/error.hpp"
-#include "pvl/nets.hpp"
-#include "pvl/weight_widening.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/nets.hpp"
+#include "gsurg/weight_widening.hpp"
 
 namespace {
 
@@ -50,8 +50,8 @@ void check_conversions() {
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
   for (int threads : {1, 2}) {
     std::vector<float> bf(all.size()), hf(all.size());
-    pvl::widen_bf16(all.data(), all.size(), bf.data(), threads);
-    pvl::widen_fp16(all.data(), all.size(), hf.data(), threads);
+    gsurg::widen_bf16(all.data(), all.size(), bf.data(), threads);
+    gsurg::widen_fp16(all.data(), all.size(), hf.data(), threads);
     int bf_bad = 0, hf_bad = 0;
     for (size_t i = 0; i < all.size(); ++i) {
       bf_bad += !same_value(bf[i], ncnn::bfloat16_to_float32(all[i]));
@@ -81,7 +81,7 @@ struct BinWriter {
       for (float v : values) u32(bits_of(v));
       return;
     }
-    u32(store == Store::kBf16 ? pvl::WeightWidener::kBf16Tag : pvl::WeightWidener::kFp16Tag);
+    u32(store == Store::kBf16 ? gsurg::WeightWidener::kBf16Tag : gsurg::WeightWidener::kFp16Tag);
     for (float v : values) {
       const uint16_t h = store == Store::kBf16 ? static_cast<uint16_t>(bits_of(v) >> 16) : ncnn::float32_to_float16(v);
       const unsigned char* p = reinterpret_cast<const unsigned char*>(&h);
@@ -155,17 +155,17 @@ void write(const std::string& path, const std::vector<unsigned char>& bytes, siz
 }
 
 ncnn::Mat run(const std::string& param, const std::string& bin, bool mapped) {
-  pvl::NetFiles files;
+  gsurg::NetFiles files;
   files.name = "widening";
   files.param = param;
   files.bin = bin;
   files.inputs = {"in"};
   files.outputs = {"out"};
   files.map_weights = mapped;
-  pvl::LoadedNet net(files, 2);
+  gsurg::LoadedNet net(files, 2);
   std::vector<float> input(3 * 16);
   for (size_t i = 0; i < input.size(); ++i) input[i] = std::sin(static_cast<float>(i) * 0.37f);
-  return net.run(pvl::mat_2d(input.data(), 3, 16)).clone();
+  return net.run(gsurg::mat_2d(input.data(), 3, 16)).clone();
 }
 
 // Both 2-D w x h float matrices with the same values (a Mat's row padding, cstep, is not compared).
@@ -183,14 +183,14 @@ void check_net(const std::string& dir) {
   write(fp32, net.bin_fp32, net.bin_fp32.size());
   write(cut, net.bin_as_stored, net.last_payload_start + 10);
 
-  const int before = pvl::widened_weights();
+  const int before = gsurg::widened_weights();
   const ncnn::Mat mine = run(param, stored, true);
-  const int widened = pvl::widened_weights() - before;
+  const int widened = gsurg::widened_weights() - before;
   const ncnn::Mat ncnns = run(param, stored, false);
   const ncnn::Mat wide = run(param, fp32, true);
   expect(widened == 3, "the mapped load widened the three armed 2-byte B (g0 bf16, g1 fp16, g3 bf16), not C "
                        "nor a constant A: " + std::to_string(widened));
-  expect(pvl::widened_weights() - before == 3, "the --no-mmap load and the fp32 .bin widened nothing here");
+  expect(gsurg::widened_weights() - before == 3, "the --no-mmap load and the fp32 .bin widened nothing here");
   bool finite = mine.dims == 2 && mine.w == 3 && mine.h == 6;
   for (int i = 0; i < mine.w * mine.h && finite; ++i) finite = std::isfinite(static_cast<const float*>(mine.data)[i]);
   expect(finite, "the output is 6x3 and finite (w " + std::to_string(mine.w) + ", h " + std::to_string(mine.h) +
@@ -202,7 +202,7 @@ void check_net(const std::string& dir) {
   std::string message;
   try {
     run(param, cut, true);
-  } catch (const pvl::Error& e) {
+  } catch (const gsurg::Error& e) {
     threw = true;
     message = e.what();
   }
@@ -215,7 +215,7 @@ void check_net(const std::string& dir) {
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : ".";
   check_conversions();
-  const bool drops = pvl::builtin_gemm_drops_constant_b();
+  const bool drops = gsurg::builtin_gemm_drops_constant_b();
   expect(drops, "this ncnn's builtin Gemm no longer reads a constant B after create_pipeline (lightmode)");
   if (drops) check_net(dir);
   std::printf("%s\n", g_failures ? "weight_widening_check: FAILED" : "weight_widening_check: all ok");

@@ -5,7 +5,7 @@
 #include "unicode.hpp"
 #include "utf8.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 void TokenMatcher::add(const std::string& pattern, size_t token_index) {
   if (pattern.empty()) return;
@@ -118,4 +118,4 @@ std::vector<Piece> AddedVocabulary::split(std::string_view text, bool normalized
   return pieces;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

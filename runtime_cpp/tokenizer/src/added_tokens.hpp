@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace pvl {
+namespace gsurg {
 
 struct AddedToken {
   std::string content;
@@ -54,4 +54,4 @@ class AddedVocabulary {
   TokenMatcher raw_, normalized_;
 };
 
-}  // namespace pvl
+}  // namespace gsurg

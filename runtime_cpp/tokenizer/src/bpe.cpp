@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <queue>
 
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -183,4 +183,4 @@ void Bpe::merge_all(std::vector<int>& ids) const {
   }
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -15,12 +15,12 @@
 
 #include "byte_level.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 class Bpe {
  public:
   // Builds the model from the "model" object's options (vocab and merges removed) and its vocabulary
-  // and merges in file order; throws pvl::Error(what) without the file name (the caller adds it).
+  // and merges in file order; throws gsurg::Error(what) without the file name (the caller adds it).
   void load(const nlohmann::json& model, const std::vector<std::pair<std::string, long long>>& vocab,
             const std::vector<std::pair<std::string, std::string>>& merges, const ByteLevel& byte_level);
 
@@ -58,4 +58,4 @@ class Bpe {
   mutable std::unordered_map<std::string, std::vector<int>> cache_;
 };
 
-}  // namespace pvl
+}  // namespace gsurg

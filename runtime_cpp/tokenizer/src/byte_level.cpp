@@ -3,7 +3,7 @@
 
 #include "utf8.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -43,4 +43,4 @@ std::string ByteLevel::decode_token(std::string_view token) const {
   return out;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace pvl {
+namespace gsurg {
 
 class ByteLevel {
  public:
@@ -29,4 +29,4 @@ class ByteLevel {
   std::array<int, 512> byte_of_;  // code point (< 512) -> byte, or -1
 };
 
-}  // namespace pvl
+}  // namespace gsurg

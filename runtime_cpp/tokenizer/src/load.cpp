@@ -1,5 +1,5 @@
 // Reading tokenizer.json (see tokenizer_data.hpp): checks that every part is one this implementation
-// reproduces exactly (else a pvl::Error naming the file and the part), builds the BPE model, and assigns
+// reproduces exactly (else a gsurg::Error naming the file and the part), builds the BPE model, and assigns
 // added-token ids the way HF's AddedVocabulary::add_tokens does on load (the "id" fields of the file are
 // only a hint there too).
 #include <nlohmann/json.hpp>
@@ -8,13 +8,13 @@
 #include <memory>
 
 #include "pretokenize.hpp"
-#include "pvl/error.hpp"
-#include "pvl/files.hpp"
+#include "gsurg/error.hpp"
+#include "gsurg/files.hpp"
 #include "tokenizer_data.hpp"
 #include "tokenizer_json.hpp"
 #include "unicode.hpp"
 
-namespace pvl {
+namespace gsurg {
 namespace detail {
 
 namespace {
@@ -221,4 +221,4 @@ void load_tokenizer_json(const std::string& path, TokenizerData& data) {
 }
 
 }  // namespace detail
-}  // namespace pvl
+}  // namespace gsurg

@@ -14,7 +14,7 @@
 #include "unicode.hpp"
 #include "utf8.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 const char* const kQwen2SplitRegex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
@@ -134,4 +134,4 @@ std::vector<std::pair<size_t, size_t>> qwen2_split(std::string_view text) {
   return Matcher(text).split();
 }
 
-}  // namespace pvl
+}  // namespace gsurg

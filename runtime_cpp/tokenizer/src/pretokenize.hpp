@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace pvl {
+namespace gsurg {
 
 // The regex string as it appears in tokenizer.json (the only Split pattern load() accepts).
 extern const char* const kQwen2SplitRegex;
@@ -17,4 +17,4 @@ extern const char* const kQwen2SplitRegex;
 // Pieces of valid UTF-8 text as byte ranges [begin, end).
 std::vector<std::pair<size_t, size_t>> qwen2_split(std::string_view text);
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -1,13 +1,13 @@
-// Tokenizer and StreamDecoder (see pvl/tokenizer.hpp): the encode pipeline of HF's TokenizerImpl for
+// Tokenizer and StreamDecoder (see gsurg/tokenizer.hpp): the encode pipeline of HF's TokenizerImpl for
 // this tokenizer family - added tokens on the raw text, NFC per remaining piece, added tokens on the
 // normalized text, Qwen2 split, ByteLevel + BPE per word - and decoding through the ByteLevel decoder.
-#include "pvl/tokenizer.hpp"
+#include "gsurg/tokenizer.hpp"
 
 #include "pretokenize.hpp"
 #include "tokenizer_data.hpp"
 #include "utf8.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 Tokenizer Tokenizer::load(const std::string& tokenizer_json_path) {
   auto data = std::make_shared<detail::TokenizerData>();
@@ -84,4 +84,4 @@ std::string StreamDecoder::finish() {
   return text;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -12,7 +12,7 @@
 #include "bpe.hpp"
 #include "byte_level.hpp"
 
-namespace pvl {
+namespace gsurg {
 namespace detail {
 
 struct TokenizerData {
@@ -30,8 +30,8 @@ struct TokenizerData {
   std::string normalize(std::string_view valid) const;
 };
 
-// Reads tokenizer.json into data; throws pvl::Error("<path>: <reason>").
+// Reads tokenizer.json into data; throws gsurg::Error("<path>: <reason>").
 void load_tokenizer_json(const std::string& path, TokenizerData& data);
 
 }  // namespace detail
-}  // namespace pvl
+}  // namespace gsurg

@@ -3,9 +3,9 @@
 // innermost open container (its open child, if any, has been closed by then).
 #include "tokenizer_json.hpp"
 
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 
-namespace pvl {
+namespace gsurg {
 
 namespace {
 
@@ -144,4 +144,4 @@ TokenizerJson parse_tokenizer_json(const std::string& text) {
   return out;
 }
 
-}  // namespace pvl
+}  // namespace gsurg

@@ -5,10 +5,10 @@
 
 #include <vector>
 
-#include "pvl/error.hpp"
+#include "gsurg/error.hpp"
 #include "utf8.hpp"
 
-namespace pvl {
+namespace gsurg {
 namespace uni {
 
 namespace {
@@ -85,4 +85,4 @@ void nfc(std::string_view valid, std::string& out) {
 const char* unicode_version() { return utf8proc_unicode_version(); }
 
 }  // namespace uni
-}  // namespace pvl
+}  // namespace gsurg

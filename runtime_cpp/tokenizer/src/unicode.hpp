@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace pvl {
+namespace gsurg {
 namespace uni {
 
 bool is_letter(char32_t cp);       // \p{L}: Lu Ll Lt Lm Lo
@@ -18,11 +18,11 @@ bool is_number(char32_t cp);       // \p{N}: Nd Nl No
 bool is_white_space(char32_t cp);  // \s of Oniguruma and of Rust's regex: the White_Space property
 bool is_word(char32_t cp);         // Rust regex \w: Alphabetic, marks, Nd, Pc, Join_Control
 
-// NFC of valid UTF-8 text (appended to out). Throws pvl::Error if utf8proc reports an error.
+// NFC of valid UTF-8 text (appended to out). Throws gsurg::Error if utf8proc reports an error.
 void nfc(std::string_view valid, std::string& out);
 
 // utf8proc's Unicode version, e.g. "15.0.0".
 const char* unicode_version();
 
 }  // namespace uni
-}  // namespace pvl
+}  // namespace gsurg

@@ -2,7 +2,7 @@
 // (well-formed UTF-8 byte sequences); a maximal subpart is the longest prefix of such a sequence.
 #include "utf8.hpp"
 
-namespace pvl {
+namespace gsurg {
 namespace utf8 {
 
 namespace {
@@ -119,4 +119,4 @@ void decode(std::string_view valid, std::vector<char32_t>& cps, std::vector<size
 }
 
 }  // namespace utf8
-}  // namespace pvl
+}  // namespace gsurg

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace pvl {
+namespace gsurg {
 namespace utf8 {
 
 constexpr char32_t kReplacement = 0xFFFD;
@@ -39,4 +39,4 @@ size_t complete_prefix(std::string_view bytes);
 void decode(std::string_view valid, std::vector<char32_t>& cps, std::vector<size_t>& offsets);
 
 }  // namespace utf8
-}  // namespace pvl
+}  // namespace gsurg

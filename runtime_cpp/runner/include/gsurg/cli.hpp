@@ -1,0 +1,47 @@
+// The program's command line (gsurg_run or a family's alias: the name main gives it, program_name()): parsing
+// (strict: unknown flags, missing values and malformed numbers are gsurg::Error naming the flag) and run(),
+// which loads the model and its family, builds the prompt (the family's chat template + the tokenizer,
+// images through the family's preprocessing), generates and streams the text to stdout.
+// Debug/test inputs: --ids (prompt token ids instead of --prompt) and --pixel-values (a preprocessed
+// image dump instead of --image); --print-ids prints {"prompt_tokens": N, "tokens": [...]} as the last
+// stdout line; --ignore-eos generates exactly --gen tokens; --no-mmap reads embedding rows without a map;
+// --huge-pages advises transparent huge pages for large buffers (huge_pages.hpp).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gsurg/model_config.hpp"
+#include "gsurg/sampler.hpp"
+
+namespace gsurg {
+
+struct CliArgs {
+  std::string model;
+  std::string prompt;
+  bool has_prompt = false;
+  std::vector<int> ids;
+  bool has_ids = false;
+  std::vector<std::string> images;
+  std::vector<std::string> pixel_files;
+  int gen = 256;
+  int threads = 0;  // 0: ncnn's count of physical big cores
+  Precision precision = Precision::kFp32;
+  bool int4_activations_int8 = false;  // --int4-activations int8 (NetFiles::quantize_int4_input)
+  SamplingOptions sampling;
+  bool ignore_eos = false;
+  std::vector<int> force_ids;  // --force-ids: teacher forcing (GenerateOptions::forced)
+  bool print_ids = false;
+  bool verbose = false;
+  bool no_mmap = false;
+  bool huge_pages = false;  // --huge-pages: huge_pages::set_enabled(true) before loading
+  bool help = false;
+};
+
+CliArgs parse_args(const std::vector<std::string>& argv);  // argv[0] is the program
+std::string usage();  // with program_name()
+// Runs one generation; returns the process exit code. Throws gsurg::Error on bad input.
+int run(const CliArgs& args, std::FILE* out, std::FILE* log);
+
+}  // namespace gsurg

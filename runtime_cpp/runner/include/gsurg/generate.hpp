@@ -1,0 +1,74 @@
+// The whole inference for one prompt, the same for every family: the prompt checked against the images
+// (Family::check_prompt), its embedding rows with the images fused in by the family (Family::fuse_images:
+// vision nets, features over the placeholder rows, extra prefill inputs), prefill of the whole prompt
+// through the KV cache with the family's RoPE tables (Family::positions), lm_head on the last position,
+// then one-token decode steps until an EOS id of model.json (kept as the last token, unless ignore_eos)
+// or max_new_tokens, or the context limit. Each new token is handed to on_token as soon as it is chosen
+// (for streaming). Stage times are kept for --verbose. The vision nets load on first use, so a
+// text-only prompt never reads them.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gsurg/decoder.hpp"
+#include "gsurg/embeddings.hpp"
+#include "gsurg/family.hpp"
+#include "gsurg/model_config.hpp"
+#include "gsurg/sampler.hpp"
+
+namespace gsurg {
+
+struct GenerateOptions {
+  int max_new_tokens = 256;
+  bool ignore_eos = false;
+  SamplingOptions sampling;
+  // Teacher forcing when not empty: the model still picks every new token (result.tokens), but the token
+  // fed back after pick i is forced[i] (and the sampler's history holds the forced ones). Picks stop after
+  // forced.size() tokens or max_new_tokens, whichever comes first; EOS stops nothing.
+  std::vector<int> forced;
+};
+
+struct GenerateResult {
+  std::vector<int> tokens;  // new tokens, an EOS included when reached
+  int prompt_tokens = 0;
+  bool hit_context_limit = false;
+  double vision_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
+  int decode_steps = 0;  // decoder runs after the prefill
+};
+
+class Runtime {
+ public:
+  // allow_map false: every net's .bin and the tied embedding rows are read from the files instead of
+  // memory maps (NetFiles::map_weights; the fallback used where mapping fails, and a test of it).
+  // precision: how every net runs (NetFiles::precision); quantize_int4_input: NetFiles::quantize_int4_input
+  // for every net.
+  Runtime(const std::string& model_dir, int threads, bool allow_map = true,
+          Precision precision = Precision::kFp32, bool quantize_int4_input = false);
+  const ModelConfig& config() const { return cfg_; }
+  const Family& family() const { return *family_; }
+  double load_seconds() const { return load_seconds_; }
+  std::string embedding_source() const { return embeddings_->source(); }
+
+  // The family's vision nets, loaded (and checked against model.json) on first use.
+  void load_vision();
+
+  GenerateResult generate(const std::vector<int>& prompt_ids, const std::vector<PatchInput>& images,
+                          const GenerateOptions& options, const std::function<void(int)>& on_token);
+
+ private:
+  std::unique_ptr<Family> family_;  // before cfg_: ModelConfig::load makes it
+  ModelConfig cfg_;
+  int threads_;
+  bool vision_loaded_ = false;
+  double load_seconds_ = 0;
+  std::unique_ptr<Embeddings> embeddings_;
+  std::unique_ptr<Decoder> decoder_;
+};
+
+// Seconds on a monotonic clock (for stage times).
+double now_seconds();
+
+}  // namespace gsurg
