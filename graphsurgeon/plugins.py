@@ -23,11 +23,22 @@ class PluginError(GsurgError):
     """A callable reference that cannot be loaded."""
 
 
-_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
 def _is_file_ref(target: str) -> bool:
     return target.endswith(".py") or "/" in target or "\\" in target
+
+
+def top_level_spec(top: str) -> importlib.machinery.ModuleSpec | None:
+    """The import system's spec of top-level module ``top``, found without running any code (a top-level
+    lookup imports nothing; an imported module's own spec otherwise), or None."""
+    if top in sys.modules:  # already imported: its code ran before this reference was read
+        return getattr(sys.modules[top], "__spec__", None)
+    try:
+        return importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
 
 
 def _package_for(folder: Path) -> str:
@@ -62,7 +73,7 @@ def _import_file(ref: str, path: Path, what: str, error: type[GsurgError]) -> Mo
 
 
 def _import_dotted(ref: str, target: str, what: str, error: type[GsurgError]) -> ModuleType:
-    if not _DOTTED.match(target):
+    if not DOTTED.match(target):
         raise error(f"{what} {ref!r}: {target!r} is neither a .py file nor a dotted module name")
     try:
         return importlib.import_module(target)
@@ -81,16 +92,9 @@ def referenced_file(ref: str, base_dir: Path) -> Path | None:
     if _is_file_ref(target):
         path = Path(target) if Path(target).is_absolute() else Path(base_dir) / target
         return path.resolve()
-    if not _DOTTED.match(target):
+    if not DOTTED.match(target):
         return None
-    top = target.split(".", 1)[0]
-    if top in sys.modules:  # already imported: its code ran before this reference was read
-        spec = getattr(sys.modules[top], "__spec__", None)
-    else:
-        try:
-            spec = importlib.util.find_spec(top)  # a top-level lookup imports nothing
-        except (ImportError, ValueError):
-            return None
+    spec = top_level_spec(target.split(".", 1)[0])
     if spec is None:
         return None
     where = spec.origin if spec.has_location and spec.origin else None

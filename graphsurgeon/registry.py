@@ -56,11 +56,6 @@ class Family:
     model_types: tuple[str, ...] = ()
     mrope_layouts: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def package(self) -> str:
-        """The family's dotted Python package."""
-        return f"graphsurgeon.models.{self.name}"
-
 
 def _text(doc: dict[str, Any], key: str, where: str, *, required: bool = True) -> str:
     value = doc.get(key)
@@ -133,10 +128,6 @@ def find_family(name: str) -> Family:
             return family
     known = ", ".join(f.name for f in families()) or "none"
     raise RegistryError(f"no model family {name!r} (known: {known})")
-
-
-def family_names() -> list[str]:
-    return [f.name for f in families()]
 
 
 def mrope_layout(model_type: str) -> str | None:
