@@ -15,7 +15,8 @@ Per image:
    by the reciprocal);
 5. each image a ``[3, H, W]`` array at its own size (a list, not a batch; no patch reshaping in V-2), with
    ``tgt_size = (H // 14, W // 14)``, the patch grid the resampler gets (the official ``ceil(H / 14)``;
-   every side is a multiple of 14).
+   every side is a multiple of 14). ``patch_rows`` lays one out as the rows the exported vision net's patch
+   embedding (a matrix product) takes.
 
 Why two resize calls: Pillow runs a 2-D resize as two separable passes with the image rounded to uint8 in
 between, so the pass order changes pixels. Pillow up to 12.1 (the official 10.1.0) always runs the
@@ -71,6 +72,28 @@ def normalize(rgb: np.ndarray) -> np.ndarray:
     x = rgb.astype(np.float32) / np.float32(255)
     x = (x - MEAN) / STD
     return np.ascontiguousarray(x.transpose(2, 0, 1))
+
+
+def patch_rows(pixels: np.ndarray, patch_size: int = 14) -> np.ndarray:
+    """One image's ``[3, H, W]`` pixels as the vision net's patch-embedding input, ``[N, 3 * p * p]`` with
+    ``N = (H / p) * (W / p)`` (p = ``patch_size``): row ``gy * (W / p) + gx`` is the patch at grid row gy and
+    column gx, its columns ordered (channel, ky, kx). So ``patch_rows(x) @ w.reshape(len(w), -1).T`` is the
+    stride-p convolution ``conv2d(x, w)`` of the Conv2d weight ``w [C, 3, p, p]``, its output ``[C, H/p,
+    W/p]`` read row-major over the grid. The values are copied, not computed (same dtype); H and W must be
+    positive multiples of p."""
+    if (
+        pixels.ndim != 3
+        or min(pixels.shape) < 1
+        or pixels.shape[1] % patch_size
+        or pixels.shape[2] % patch_size
+    ):
+        raise ValueError(
+            f"patch_rows: pixels of shape {pixels.shape} are not [C, H, W] in whole {patch_size}-patches"
+        )
+    channels, height, width = pixels.shape
+    gh, gw = height // patch_size, width // patch_size
+    blocks = pixels.reshape(channels, gh, patch_size, gw, patch_size).transpose(1, 3, 0, 2, 4)
+    return np.ascontiguousarray(blocks.reshape(gh * gw, channels * patch_size * patch_size))
 
 
 def resized_images(image: PILImage.Image, plan: SlicePlan) -> list[PILImage.Image]:
