@@ -32,8 +32,11 @@ Bit-exactness of the position table holds for the torch build the C++ side repro
 AVX2: its compiler's fused multiply-adds); on another build (no AVX2, ARM) torch rounds differently and the
 check allows 1e-5 absolute on these unit-variance tables instead, saying so. Likewise numpy's float32 sin/cos
 is reproduced as numpy >= 2 computes it with FMA3; with numpy 1.x or without FMA3 the check allows 1 ulp.
-Everything else must be bit-exact. Image jobs run in batches (their outputs are checked and deleted between
-batches), plans and forced resizes in one process, the array jobs in one ``--numerics`` process. Usage:
+Past numpy's SIMD range (|x| > 117435.992 for sin, 71476.0625 for cos) both sides call the C library's sinf
+/ cosf: the same function on Linux, but a Windows build under a wrapper has its own, so those angles may
+then be 1 ulp off (only patch grids over 71476 patches long reach them). Everything else must be bit-exact.
+Image jobs run in batches (their outputs are checked and deleted between batches), plans and forced resizes
+in one process, the array jobs in one ``--numerics`` process. Usage:
     check_preprocess_minicpmv2.py --dump BUILD/families/minicpm_v2/minicpm_v2_preprocess_dump [--wrapper wine]
 """
 
@@ -347,10 +350,15 @@ class Bound:
 
 
 def array_check(
-    name: str, out: Path, golden: Callable[[], np.ndarray], bound: Bound, worst: dict[str, float]
+    name: str,
+    out: Path,
+    golden: Callable[[], np.ndarray],
+    bound: Bound,
+    worst: dict[str, float],
+    loose: np.ndarray | None = None,
 ) -> Check:
-    """The .npy the job wrote against the golden: equal float32 bits when exact, else within the bound;
-    the largest differences seen go to ``worst``."""
+    """The .npy the job wrote against the golden: equal float32 bits when exact, else within the bound; the
+    values where ``loose`` is set may be 1 ulp off in any case. The largest differences go to ``worst``."""
 
     def check(status: str) -> str | None:
         if status != "ok":
@@ -366,12 +374,15 @@ def array_check(
         worst["unequal"] = worst.get("unequal", 0.0) + float((distance > 0).sum())
         worst["values"] = worst.get("values", 0.0) + float(want.size)
         if bound.exact:
-            bad = int((got.view(np.uint32) != want.view(np.uint32)).sum())
-            if bad:
-                where = f"max_abs {diff.max():.3g}, {distance.max()} ulp"
-                return f"{name}: {bad} of {want.size} values differ, {where}"
-        elif diff.max(initial=0.0) > bound.atol and distance.max(initial=0) > bound.max_ulps:
-            return f"{name}: max_abs {diff.max():.3g}, {distance.max()} ulps, past the bound {bound}"
+            bad = got.view(np.uint32) != want.view(np.uint32)
+        else:
+            bad = (diff > bound.atol) & (distance > bound.max_ulps)
+        if loose is not None:
+            bad &= ~(loose & (distance <= 1))
+        if bad.any():
+            where = f"max_abs {diff[bad].max():.3g}, {distance[bad].max()} ulp"
+            kind = "bit-exact" if bound.exact else f"within {bound}"
+            return f"{name}: {int(bad.sum())} of {want.size} values not {kind}, {where}"
         return None
 
     return check
@@ -421,8 +432,12 @@ def pos_grids(rng: np.random.Generator) -> list[tuple[int, int]]:
     return grids
 
 
-def add_array_jobs(jobs: Jobs, folder: Path, worst: dict[str, dict[str, float]]) -> dict[str, Bound]:
-    """pos, sincos, trig and rows jobs, and their refusals. Returns the bounds used."""
+def add_array_jobs(
+    jobs: Jobs, folder: Path, worst: dict[str, dict[str, float]], other_libc: bool
+) -> dict[str, Bound]:
+    """pos, sincos, trig, rows and fma jobs, and their refusals. Returns the bounds used. ``other_libc``: the
+    program runs on another C library than numpy's (a Windows build under wine), so the angles past numpy's
+    SIMD range, where numpy calls the C library's sinf / cosf and so does the program, may be 1 ulp off."""
     rng = np.random.default_rng(27)
     pos_bound = Bound(True) if torch_is_reproduced() else Bound(False, atol=1e-5)
     trig_bound = Bound(True) if numpy_is_reproduced() else Bound(False, max_ulps=1)
@@ -491,7 +506,14 @@ def add_array_jobs(jobs: Jobs, folder: Path, worst: dict[str, dict[str, float]])
     jobs.add(
         f"numpy_sinf / numpy_cosf of {x.size} angles",
         ["trig", jobs.arg(x_path), jobs.arg(out)],
-        array_check("sin and cos", out, lambda: np.stack([np.sin(x), np.cos(x)]), trig_bound, worst["trig"]),
+        array_check(
+            "sin and cos",
+            out,
+            lambda: np.stack([np.sin(x), np.cos(x)]),
+            trig_bound,
+            worst["trig"],
+            np.stack([np.abs(x) > 117435.992, np.abs(x) > 71476.0625]) if other_libc else None,
+        ),
     )
 
     for h, w, p in [(14, 14, 14), (28, 42, 14), (392, 518, 14), (448, 448, 14), (14, 2044, 14), (8, 12, 4)]:
@@ -624,7 +646,7 @@ def main() -> int:
 
         jobs = Jobs(folder, prefix)
         worst: dict[str, dict[str, float]] = {}
-        bounds = add_array_jobs(jobs, folder, worst)
+        bounds = add_array_jobs(jobs, folder, worst, other_libc=bool(wrapper))
         n_array_jobs = len(jobs.checks)
         failures += runner.run(jobs, "--numerics", "arrays")
 

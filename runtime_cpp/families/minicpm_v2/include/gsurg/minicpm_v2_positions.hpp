@@ -26,7 +26,9 @@
 // (|x| > 117435.992 for sin, 71476.0625 for cos) the C library's sinf / cosf, as numpy calls them. numpy
 // 1.26 (the official environment's) rounds the quadrant from an unfused product instead, which moves a few
 // values at octant boundaries by 1 ulp (3 of the 2.4 million sin and cos values of positions 0..2099 at
-// the real model's dim 2304). powf, sinf and cosf are the platform's: glibc's are numpy's on Linux.
+// the real model's dim 2304). powf, sinf and cosf are the platform's: glibc's are numpy's on Linux; the
+// mingw-w64 build's sinf / cosf are 1 ulp off glibc's for about 1% of the angles past the SIMD range, which
+// only patch grids over 71476 patches long reach (its powf gave numpy's omegas for the dims checked).
 //
 // Both throw gsurg::Error on bad sizes (a side below 1, a table of another size, dim not a multiple of 4).
 #pragma once
