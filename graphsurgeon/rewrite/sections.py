@@ -66,7 +66,8 @@ class ModelInput(StrictModel):
 
 
 class CheckpointInput(StrictModel):
-    """A safetensors checkpoint (single file or sharded ``*.safetensors.index.json``) weights come from."""
+    """A safetensors checkpoint (single file or sharded ``*.safetensors.index.json``) weights come from, or a
+    checkpoint folder holding one (``formats.safetensors.checkpoint_path``), as a model's source names it."""
 
     path: str
 
