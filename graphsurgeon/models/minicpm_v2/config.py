@@ -38,6 +38,7 @@ from graphsurgeon.models.common.hf_config import (
 )
 
 from .slicing import SliceConfig
+from .special_tokens import special_ids
 
 CONFIG = "config.json"
 MODEL_TYPE = "minicpmv"
@@ -276,6 +277,7 @@ def facts(folder: str) -> dict[str, Any]:
         "dim_model_base": text.dim_model_base,
         "residual_scale": text.residual_scale,
         "logit_divisor": text.logit_divisor,
+        "token_ids": special_ids(folder),
         "query_num": res.query_num,
         "resampler": {
             "num_heads": res.heads,

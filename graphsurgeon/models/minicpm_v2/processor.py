@@ -122,6 +122,19 @@ def preprocess(
     return ProcessedImage(plan, resized, pixels, tgt, image_placeholder(plan.grid, query_num))
 
 
+def patch_rows(pixels: np.ndarray, patch_size: int = 14) -> np.ndarray:
+    """One ``[3, H, W]`` image (sides multiples of ``patch_size``) -> the vision net's input rows
+    ``[N, 3*p*p]``: patches row-major over the ``(H/p, W/p)`` grid, each row ordered ``(channel, ky, kx)``,
+    so the patch convolution's kernel ``[C, 3, p, p]`` viewed ``[C, 3*p*p]`` is a dot product with each
+    row."""
+    c, h, w = pixels.shape
+    p = patch_size
+    if h % p or w % p:
+        raise ValueError(f"an image of {w}x{h} pixels is not a whole number of {p}x{p} patches")
+    grid = pixels.reshape(c, h // p, p, w // p, p).transpose(1, 3, 0, 2, 4)
+    return np.ascontiguousarray(grid.reshape((h // p) * (w // p), c * p * p), dtype=np.float32)
+
+
 def load_and_preprocess(
     path: Path | str, cfg: SliceConfig | None = None, query_num: int = 64
 ) -> ProcessedImage:
