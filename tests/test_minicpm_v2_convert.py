@@ -219,3 +219,64 @@ def test_a_wrong_rule_file_fails_verify(
     report = run_verify(out, options)
     assert not report.passed, wrong
     assert any(failing in s.stage for s in report.stages if not s.passed), wrong
+
+
+# ---- bad checkpoints: one line naming the culprit, exit 2, nothing written ------------------------------
+
+
+def _drop_tensor(folder: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(folder / "model.safetensors"))  # bf16: numpy has no such dtype
+    del tensors["resampler.kv_proj.weight"]
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+def _edit_json(folder: Path, name: str, edit: Any) -> None:
+    path = folder / name
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    edit(doc)
+    path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+
+
+def _drop_added(doc: dict[str, Any]) -> None:
+    doc["added_tokens"] = [t for t in doc["added_tokens"] if t["content"] != "<image>"]
+
+
+def _drop_decoder_entry(doc: dict[str, Any]) -> None:
+    doc["added_tokens_decoder"] = {
+        k: v for k, v in doc["added_tokens_decoder"].items() if v["content"] != "</image>"
+    }
+
+
+@pytest.mark.parametrize(
+    ("broken", "named"),
+    [
+        (_drop_tensor, "model.safetensors: missing tensor(s) resampler.kv_proj.weight"),
+        (
+            lambda f: _edit_json(f, "config.json", lambda d: d.update(vision_encoder="vit_base_patch16_224")),
+            "vision_encoder",
+        ),
+        (lambda f: _edit_json(f, "tokenizer_config.json", _drop_decoder_entry), "has no '</image>'"),
+        (lambda f: _edit_json(f, "tokenizer.json", _drop_added), "added_tokens has no '<image>'"),
+    ],
+    ids=[
+        "missing-resampler-tensor",
+        "other-vision-encoder",
+        "tokenizer-config-without-marker",
+        "tokenizer-json-without-marker",
+    ],
+)
+def test_a_broken_checkpoint_is_one_line_exit_2_and_nothing_written(
+    tmp_path: Path, broken: Any, named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(TINY, folder)
+    broken(folder)
+    out = tmp_path / "out"
+    assert main(["apply", "minicpm_v2", "--checkpoint", str(folder), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gsurg: error: ") and named in err[0], err
+    assert not out.exists()
