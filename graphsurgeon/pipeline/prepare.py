@@ -208,7 +208,7 @@ def _export(
     exported = run_job(job, progress)
     for name, sub in wanted.items():
         model = exported.models[sub]
-        inputs[name] = ModelInput(param=model.param, bin=model.bin)
+        inputs[name] = ModelInput(param=model.param, bin=model.bin, repeat=inputs[name].repeat)
         program.provide_model(name, model.param)
     return {
         name: exported.calibration[sub].load for name, sub in wanted.items() if sub in exported.calibration

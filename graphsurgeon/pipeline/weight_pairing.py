@@ -187,16 +187,9 @@ class WeightMatcher:
                 f"{where}: stored as {storage.value}; a weight map pairs float weights only"
             )
         count = weight.count
-        values = stored_values(weight)
-        probe = _canonical(np.concatenate([values[a:b] for a, b in _windows(count)]))
+        matches, part = self._holders(stored_values(weight), storage)
         candidates = self._by_count.get(count, [])
-        matches = [
-            t
-            for t in candidates
-            if self._probe(t, storage, count) == probe and self._equal(values, t, storage)
-        ]
         if not matches:
-            part = self._pair_part(values, count, storage)
             if part is not None:
                 tensor, rows = part
                 shape = tuple(view) if view is not None else (count,)
@@ -230,6 +223,24 @@ class WeightMatcher:
         also = tuple(t for t in matches if t != chosen)
         quantized = rec.storage is Storage.BYTES
         return Pairing(rec.layer, rec.slot, rec.offset, storage, chosen, reshape, also, quantized)
+
+    def holders(self, weight: Weight) -> tuple[list[str], tuple[str, tuple[int, int]] | None]:
+        """The tensors holding ``weight``'s values as stored (flat, C order) in name order, and, when none
+        does, the fused tensor and row range holding them (else None): what a weight's pairing rests on,
+        for a caller that needs the tensor a weight came from (``pipeline.repeat_layers``)."""
+        return self._holders(stored_values(weight), weight.storage)
+
+    def _holders(
+        self, values: np.ndarray, storage: Storage
+    ) -> tuple[list[str], tuple[str, tuple[int, int]] | None]:
+        count = values.size
+        probe = _canonical(np.concatenate([values[a:b] for a, b in _windows(count)]))
+        matches = [
+            t
+            for t in self._by_count.get(count, [])
+            if self._probe(t, storage, count) == probe and self._equal(values, t, storage)
+        ]
+        return matches, (None if matches else self._pair_part(values, count, storage))
 
     def _pair_part(
         self, values: np.ndarray, count: int, storage: Storage
