@@ -280,3 +280,27 @@ def test_a_broken_checkpoint_is_one_line_exit_2_and_nothing_written(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gsurg: error: ") and named in err[0], err
     assert not out.exists()
+
+
+# ---- the short export grown back (issue 37 item 4) ------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_short_export_grown_back_writes_the_same_bytes_as_tracing_everything(
+    converted: Path, tmp_path: Path
+) -> None:
+    """The default conversion traces one LLM layer, one ViT block and 16 vocabulary rows and grows them
+    back (repeat, weight actions); tracing the whole model gives the same .bin files, byte for byte, and
+    the same layers in the same order."""
+    full = tmp_path / "full"
+    sets = ["export_llm_layers=0", "export_vision_layers=0", "export_vocab_rows=0"]
+    argv = ["apply", "minicpm_v2", "--out", str(full)]
+    for setting in sets:
+        argv += ["--set", setting]
+    assert main(argv) == 0
+    for name in NETS:
+        assert (converted / f"{name}.ncnn.bin").read_bytes() == (full / f"{name}.ncnn.bin").read_bytes(), name
+        ours = [x.type for x in read_param_text(converted / f"{name}.ncnn.param")]
+        assert ours == [x.type for x in read_param_text(full / f"{name}.ncnn.param")], name
+    decoder = read_param_text(converted / "decoder.ncnn.param")
+    assert any(x.name.endswith("_r1") for x in decoder), "the decoder's second layer is a copy"

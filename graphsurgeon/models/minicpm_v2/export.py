@@ -25,6 +25,7 @@ from .llm import rope_tables
 from .model import MiniCPMV2, load_model
 from .parts import DecoderPart, EmbedPart, LMHeadPart, PosEmbedPart, ResamplerPart, VisionPart
 from .resampler import sincos_2d
+from .short_model import load_short_model
 
 EXAMPLE_GRID = (3, 5)
 DEFAULT_LENGTH = 8
@@ -49,8 +50,9 @@ def vision_specs(model: MiniCPMV2, grid: tuple[int, int] = EXAMPLE_GRID) -> list
     ]
 
 
-def llm_specs(model: MiniCPMV2, length: int) -> list[ExportSpec]:
-    """``embed``, ``decoder`` and ``lm_head`` traced at ``length`` rows (the row count is dynamic)."""
+def llm_specs(model: MiniCPMV2, length: int, residual_scale: float | None = None) -> list[ExportSpec]:
+    """``embed``, ``decoder`` and ``lm_head`` traced at ``length`` rows (the row count is dynamic);
+    ``residual_scale``: the full model's, for a short stack."""
     text = model.config.text
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(0, text.vocab_size, (1, length), generator=gen, dtype=torch.int64)
@@ -61,7 +63,7 @@ def llm_specs(model: MiniCPMV2, length: int) -> list[ExportSpec]:
         ExportSpec("embed", EmbedPart(model).eval(), (ids,), {"seq": [seq]}),
         ExportSpec(
             "decoder",
-            DecoderPart(model).eval(),
+            DecoderPart(model, residual_scale).eval(),
             (hidden, causal_mask(0, length), cos[None], sin[None]),
             {"seq": [seq, (1, 1), (1, 2), (2, 1), (3, 1)]},
         ),
@@ -69,11 +71,26 @@ def llm_specs(model: MiniCPMV2, length: int) -> list[ExportSpec]:
     ]
 
 
+def _count(variables: Mapping[str, Any], name: str, default: int, least: int) -> int:
+    value = variables.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ExportError(f"the minicpm_v2 source: {name} must be an integer >= {least}, not {value!r}")
+    return value
+
+
 def build(variables: Mapping[str, Any], checkpoint: Path | None) -> Sequence[ExportSpec]:
+    """The six parts; with ``export_llm_layers``, ``export_vision_layers`` and ``export_vocab_rows`` (0:
+    everything, the default) a short model of that many layers, blocks and vocabulary rows
+    (``short_model``), which the rule file grows back (``repeat``, weight actions)."""
     if checkpoint is None:
         raise ExportError("the minicpm_v2 source needs a checkpoint folder (config.json + safetensors)")
-    length = variables.get("export_length", DEFAULT_LENGTH)
-    if isinstance(length, bool) or not isinstance(length, int) or length < 2:
-        raise ExportError(f"the minicpm_v2 source: export_length must be an integer >= 2, not {length!r}")
-    model = load_model(checkpoint)
-    return [*vision_specs(model), *llm_specs(model, length)]
+    length = _count(variables, "export_length", DEFAULT_LENGTH, 2)
+    llm_layers = _count(variables, "export_llm_layers", 0, 0)
+    vision_layers = _count(variables, "export_vision_layers", 0, 0)
+    vocab_rows = _count(variables, "export_vocab_rows", 0, 0)
+    if not (llm_layers or vision_layers or vocab_rows):
+        model = load_model(checkpoint)
+        return [*vision_specs(model), *llm_specs(model, length)]
+    big = 1 << 62  # 0 asks for all of them
+    model, full = load_short_model(checkpoint, llm_layers or big, vision_layers or big, vocab_rows or big)
+    return [*vision_specs(model), *llm_specs(model, length, full.text.residual_scale)]

@@ -134,7 +134,9 @@ class EmbedPart(nn.Module):
 
 
 class DecoderPart(nn.Module):
-    def __init__(self, model: MiniCPMV2) -> None:
+    def __init__(self, model: MiniCPMV2, residual_scale: float | None = None) -> None:
+        """``residual_scale``: the full model's, when ``model`` is a short stack (its own layer count would
+        give another ``scale_depth / sqrt(layers)``)."""
         super().__init__()
         text = model.config.text
         self.layers = model.llm.model.layers
@@ -144,7 +146,7 @@ class DecoderPart(nn.Module):
             text.num_key_value_heads,
             text.head_dim,
         )
-        self.scale = float(text.residual_scale)
+        self.scale = float(text.residual_scale if residual_scale is None else residual_scale)
 
     def forward(
         self, hidden: torch.Tensor, mask: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
