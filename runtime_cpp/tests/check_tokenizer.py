@@ -364,9 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda path, items: run_tool(args, path, items, "encode")["results"],
             report.fail,
         )
-        check_sentencepiece(
-            lambda path, items: run_tool(args, path, items, "encode")["results"], work, report.fail
-        )
+        check_sentencepiece(lambda path, items: run_tool(args, path, items, "encode"), work, report.fail)
         check_bad_files(args, report)
         if not args.no_sweep:
             check_pretokenizer(args, args.tiny, report)

@@ -40,7 +40,7 @@ GOLDENS = REPO / "tests" / "goldens" / "minicpm_v2" / "tokenizer_goldens.json"
 KNOWN_DIFFERENCES = {"<AI><0x41>"}
 BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
-Encode = Callable[[Path, list[Any]], list[dict[str, Any]]]  # (tokenizer.json, items) -> results
+Encode = Callable[[Path, list[Any]], dict[str, Any]]  # (tokenizer.json, items) -> gsurg_tokenize's output
 Fail = Callable[[str, str], None]
 
 
@@ -96,7 +96,10 @@ def check_against_hf(
     queries = [*vocab, "", "▁", "<0x4", "not a token"]
     items: list[Any] = [_b64(s) for s in strings] + [{"ids": ids} for ids in lists]
     items += [{"token": _b64(q.encode())} for q in queries]
-    results = encode(path, items)
+    output = encode(path, items)
+    results = output["results"]
+    if output["vocab_size"] != top:
+        fail("vocab_size", f"{name}: HF largest id + 1 = {top}, C++ vocab_size() = {output['vocab_size']}")
     for data, res in zip(strings, results, strict=False):
         text = data.decode("utf-8", "replace")
         want = hf.encode(text).ids
@@ -135,7 +138,7 @@ def check_official(encode: Encode, fail: Fail) -> None:
         r for r in golden["corpus"] + golden["chats"] if r["official_chat_decode"] == r["fast_chat_decode"]
     ]
     items += [{"ids": _chat_answer_ids(r["official_ids"])} for r in chat]
-    results = encode(MINICPM_TINY, items)
+    results = encode(MINICPM_TINY, items)["results"]
     official = 0
     for row, res in zip(rows, results, strict=False):
         want = row["fast_ids"] if row["text"] in KNOWN_DIFFERENCES else row["official_ids"]
@@ -178,9 +181,10 @@ def _chat_answer_ids(ids: list[int]) -> list[int]:
 def metaspace_variants(work: Path) -> list[tuple[str, Path]]:
     """The tiny MiniCPM-V-2 file rewritten in the newer form: no normalizer, a Metaspace pre-tokenizer of
     each scheme (the file's Split of the chat markers after it), with and without split, the Metaspace
-    decoder or the file's legacy chain."""
+    decoder or the file's legacy chain; merges as ["a", "b"] pairs."""
     doc = json.loads(MINICPM_TINY.read_text(encoding="utf-8"))
     legacy_decoder, split_markers = doc["decoder"], doc["pre_tokenizer"]
+    doc["model"]["merges"] = [m.split(" ") for m in doc["model"]["merges"]]  # the pair form
     out = []
     for scheme, split, decoder in [
         ("first", False, "legacy"),
@@ -199,10 +203,11 @@ def metaspace_variants(work: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def hand_written(work: Path) -> Path:
+def hand_written(work: Path) -> list[Path]:
     """A small SentencePiece-style tokenizer in Mistral's layout, written here: Metaspace (first, no split),
     no normalizer, BPE with byte fallback and "a b" merges, the legacy decoder chain, a TemplateProcessing
-    adding <s>, and added tokens (special; normalized; lstrip)."""
+    adding <s>, and added tokens (special; normalized; lstrip). Then two variants of it without byte
+    fallback in the legacy form."""
     words = ["▁the", "▁cat", "▁sat", "▁on", "▁mat", "▁a", "ing", "▁▁", "er", "▁is", "▁image"]
     vocab: dict[str, int] = {"<unk>": 0, "<s>": 1, "</s>": 2}
     vocab.update({f"<0x{b:02X}>": 3 + b for b in range(256)})
@@ -259,17 +264,31 @@ def hand_written(work: Path) -> Path:
     }
     path = work / "hand-written-metaspace.json"
     path.write_text(json.dumps(doc, ensure_ascii=False, indent=1), encoding="utf-8")
-    return path
+    # the same without byte fallback (unknown characters are <unk>, fused or not), in the legacy form with a
+    # normalized added token (matched as its normalized content, "▁<AI>")
+    doc["normalizer"] = {
+        "type": "Sequence",
+        "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+        ],
+    }
+    doc["pre_tokenizer"] = None
+    doc["model"]["byte_fallback"] = False
+    doc["decoder"]["decoders"] = [d for d in doc["decoder"]["decoders"] if d["type"] != "ByteFallback"]
+    variants = [path]
+    for fuse in (True, False):
+        doc["model"]["fuse_unk"] = fuse
+        variants.append(work / f"hand-written-legacy-unk{'-fused' if fuse else ''}.json")
+        variants[-1].write_text(json.dumps(doc, ensure_ascii=False, indent=1), encoding="utf-8")
+    return variants
 
 
 def check_sentencepiece(encode: Encode, work: Path, fail: Fail) -> None:
     check_official(encode, fail)
     strings = corpus.sentencepiece_strings()
-    files = [
-        ("minicpm-v2-tiny", MINICPM_TINY),
-        *metaspace_variants(work),
-        ("hand-written", hand_written(work)),
-    ]
+    files = [("minicpm-v2-tiny", MINICPM_TINY), *metaspace_variants(work)]
+    files += [(path.stem, path) for path in hand_written(work)]
     for name, path in files:
         check_against_hf(encode, name, path, strings, fail)
 
