@@ -224,7 +224,7 @@ def hand_written(work: Path) -> list[Path]:
     added.append({"id": len(vocab), "content": "<image>", **special})
     added.append({**special, "id": len(vocab) + 1, "content": "<AI>", "normalized": True, "special": False})
     added.append({**special, "id": len(vocab) + 2, "content": "<mask>", "lstrip": True})
-    doc = {
+    doc: dict[str, Any] = {
         "version": "1.0",
         "truncation": None,
         "padding": None,
