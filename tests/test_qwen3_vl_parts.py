@@ -635,12 +635,12 @@ def test_every_exported_weight_is_a_checkpoint_tensor(
     hf: Any, exported: dict[str, Any], tmp_path: Path
 ) -> None:
     """gsurg's weight pairing (what a conversion's weight maps are made of) finds every weight of every
-    part in the checkpoint HF saves, reshaped at most; the split qkv's row slices have no partner, which is
-    why the fused form is the default."""
+    part in the checkpoint HF saves, reshaped at most, or as one of the row ranges of a fused tensor: the
+    split qkv's q, k and v are the thirds of the checkpoint's qkv weight and bias."""
     from graphsurgeon.formats.model_bin import read_bin
     from graphsurgeon.formats.param_text import read_param_text
     from graphsurgeon.formats.safetensors import Checkpoint
-    from graphsurgeon.pipeline.weight_pairing import WeightMatcher, WeightMatchError
+    from graphsurgeon.pipeline.weight_pairing import WeightMatcher
 
     hf.save_pretrained(str(tmp_path))
     ckpt = Checkpoint(str(tmp_path / "model.safetensors"))
@@ -650,11 +650,12 @@ def test_every_exported_weight_is_a_checkpoint_tensor(
         for name, model in exported.items():
             graph = read_param_text(model.param)
             records = read_bin(graph, model.bin)
-            if name == "vision_split":
-                with pytest.raises(WeightMatchError, match="sliced"):
-                    matcher.pair_graph(graph, records, model.bin.name)
-                continue
             pairs = matcher.pair_graph(graph, records, model.bin.name)
+            if name == "vision_split":
+                qkv = "model.visual.blocks.0.attn.qkv.weight"
+                parts = sorted(p.rows for p in pairs if p.tensor == qkv and p.rows is not None)
+                width = parts[0][1] if parts else 0
+                assert parts == [(0, width), (width, 2 * width), (2 * width, 3 * width)]
             assert len(pairs) == len(records) > 0, name
             paired[name] = {p.tensor for p in pairs}
     finally:

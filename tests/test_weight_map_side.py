@@ -246,3 +246,41 @@ def test_the_map_and_the_weight_actions_read_one_open_checkpoint(
     assert main(argv) == 0
     assert opened == [str(checkpoint)] and closed == opened
     assert _diff(out, checkpoint) == 0
+
+
+def test_a_weight_that_is_one_row_range_of_a_fused_tensor_is_mapped_as_that_slice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """proj.data [32, 10] stored as the middle third of a [96, 10] tensor (a fused projection's rows, e.g.
+    nn.MultiheadAttention's in_proj_weight): the map names the tensor with a slice of rows 32:64, and
+    diff-bin, reading the map, finds the weight equal to those rows."""
+    w = _weights()
+    rng = np.random.default_rng(0)
+    fused = np.concatenate([rng.standard_normal((32, 10)), w["proj.data"], rng.standard_normal((32, 10))])
+    ckpt = tmp_path / "f.safetensors"
+    save_file({"w": w["fc1.weight"], "b": w["fc1.bias"], "fused": fused.astype(np.float32)}, str(ckpt))
+    out = tmp_path / "out"
+    assert _apply(tmp_path, str(ckpt), out) == 0
+    entries = yaml.safe_load((out / "main.weights.yaml").read_text())
+    slice_ = {"slice": {"axis": 0, "start": 32, "stop": 64}}
+    assert entries["proj.data"] == {"tensor": "fused", "transforms": [slice_, {"reshape": [320]}]}
+    capsys.readouterr()
+    assert _diff(out, ckpt) == 0
+    assert "PASSED" in capsys.readouterr().out
+
+
+def test_a_column_range_of_a_fused_tensor_is_no_partner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A column range is a strided copy, not a contiguous part: proj.data [32, 10] as columns 10:20 of a
+    [32, 30] tensor is refused, the error saying what a map can pair."""
+    w = _weights()
+    rng = np.random.default_rng(1)
+    fused = np.concatenate(
+        [rng.standard_normal((32, 10)), w["proj.data"], rng.standard_normal((32, 10))], axis=1
+    )
+    ckpt = tmp_path / "c.safetensors"
+    save_file({"w": w["fc1.weight"], "b": w["fc1.bias"], "fused": fused.astype(np.float32)}, str(ckpt))
+    assert _apply(tmp_path, str(ckpt), tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert "no tensor of" in err and "as a row range of a fused tensor" in err and "column-sliced" in err

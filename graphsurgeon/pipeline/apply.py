@@ -23,6 +23,7 @@ from graphsurgeon.ir.graph import Graph
 from graphsurgeon.pipeline.calibrate import CalibrationError, calibrate_graph, export_inputs
 from graphsurgeon.pipeline.output_guard import OutputGuard, input_identities
 from graphsurgeon.pipeline.prepare import Prepared, prepare
+from graphsurgeon.pipeline.repeat_layers import repeat_last_layer
 from graphsurgeon.pipeline.storage_policy import apply_storage_policy
 from graphsurgeon.pipeline.write_outputs import GraphRun, planned_outputs, write_runs
 from graphsurgeon.progress import Progress
@@ -63,6 +64,8 @@ def _start(prepared: Prepared, name: str, spec: GraphSpec, done: dict[str, Graph
     else:
         source = _source(prepared, name, spec.input)
         graph = _load(source)
+        if source.repeat is not None:
+            repeat_last_layer(graph, source.repeat, prepared.checkpoints, f"graph {name}, input {spec.input}")
         run = GraphRun(name, str(source.param), graph)
         run.inputs_read = tuple(str(p) for p in (source.param, source.bin) if p is not None)
         run.bytes_before = os.path.getsize(source.bin) if source.bin else None

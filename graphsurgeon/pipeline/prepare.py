@@ -24,7 +24,7 @@ import numpy as np
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.export.errors import ExportError
 from graphsurgeon.export.job import PlainValue
-from graphsurgeon.formats.safetensors import Checkpoint
+from graphsurgeon.formats.safetensors import Checkpoint, checkpoint_path
 from graphsurgeon.pipeline.checkpoint_pool import CheckpointPool
 from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.loader import RuleProgram, open_rule_file
@@ -134,7 +134,7 @@ def prepare(
                 notice(_export_notice(program))
             calibration = _export(program, inputs, wanted, work, progress)
         rules = program.finish()
-        checkpoints = {name: pool.get(c.path) for name, c in rules.checkpoints.items()}
+        checkpoints = {name: pool.get(checkpoint_path(c.path)) for name, c in rules.checkpoints.items()}
     except BaseException as err:
         pool.close()
         if work is not None and not keep_work:
@@ -208,7 +208,7 @@ def _export(
     exported = run_job(job, progress)
     for name, sub in wanted.items():
         model = exported.models[sub]
-        inputs[name] = ModelInput(param=model.param, bin=model.bin)
+        inputs[name] = ModelInput(param=model.param, bin=model.bin, repeat=inputs[name].repeat)
         program.provide_model(name, model.param)
     return {
         name: exported.calibration[sub].load for name, sub in wanted.items() if sub in exported.calibration

@@ -1,8 +1,9 @@
 """Writes the ``weight_map`` side file of ``apply``: the YAML map ``diff-bin`` reads, from weight_pairing.
 
-Per written graph with weights, a map ``layer.slot: tensor`` or ``{tensor, transforms: [{reshape:
-shape}]}``, paired by ``weight_pairing``, with a header saying what it proves and the command that checks
-it; ``check.weight_map`` reads it back.
+Per written graph with weights, a map ``layer.slot: tensor`` or ``{tensor, transforms: [...]}`` (a
+``slice`` of rows for a part of a fused tensor, a ``reshape`` when the shapes differ), paired by
+``weight_pairing``, with a header saying what it proves and the command that checks it;
+``check.weight_map`` reads it back.
 
 **What the check proves.** ``gsurg diff-bin X.ncnn.bin CHECKPOINT --map X.weights.yaml --fail-on-diff``
 walks the .bin with its .param and compares every weight with its tensor: it passes only when every stored
@@ -110,9 +111,12 @@ def build_maps(
 
 
 def _entry(p: Pairing) -> str | dict[str, object]:
-    if p.reshape is None:
-        return p.tensor
-    return {"tensor": p.tensor, "transforms": [{"reshape": list(p.reshape)}]}
+    transforms: list[dict[str, object]] = []
+    if p.rows is not None:
+        transforms.append({"slice": {"axis": 0, "start": p.rows[0], "stop": p.rows[1]}})
+    if p.reshape is not None:
+        transforms.append({"reshape": list(p.reshape)})
+    return {"tensor": p.tensor, "transforms": transforms} if transforms else p.tensor
 
 
 def render(m: WeightMap, bin_name: str) -> bytes:

@@ -13,6 +13,13 @@ the rest are compared with the weight in full, chunk by chunk, stopping at the f
 weight is held at a time; a tensor is read in chunks. ``gsurg diff-bin`` with the map then compares the
 files themselves.
 
+**Row ranges.** A weight that no whole tensor holds may hold one of the ``k`` equal row ranges of a fused
+tensor (``k`` up to ``MAX_PARTS``): ``nn.MultiheadAttention``'s ``in_proj_weight`` split into q, k and v,
+a gate/up pair stored as one matrix. Rows are contiguous in C order, so part ``j`` is the tensor's elements
+``[j*n, (j+1)*n)`` for a weight of ``n`` values, compared exactly as a whole tensor is; the map names it
+with a ``slice`` over axis 0 (``transforms``). Only row ranges: a column range is a strided copy, no
+contiguous part of the tensor.
+
 **Ambiguity.** Two tensors holding the same values (a checkpoint that stores a tied matrix twice, norms
 still at their initial ones) both fit: the first one (in name order, numbers compared as numbers) that no
 other weight of the run has taken is named, the others are reported. One tensor backing several weights
@@ -24,7 +31,7 @@ weight the quantizer read (``Weight.origin``): the tensor named is the one the c
 tensor and is not paired.
 
 **Refused** (``WeightMatchError``, naming file, layer, slot and offset): a weight no tensor holds — a
-transposed, scaled or sliced copy, a constant the export made — and int8, quantization-table or byte
+transposed, scaled or column-sliced copy, a constant the export made — and int8, quantization-table or byte
 weights that were not quantized in this run, which are not float data.
 """
 
@@ -44,6 +51,7 @@ from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.weights import Storage, Weight
 
 CHUNK = 1 << 20  # elements compared at a time
+MAX_PARTS = 8  # the most equal row ranges of one fused tensor a weight is looked for in
 PROBE = 64  # values a probe reads at each of three places
 _FLOAT_DTYPES = {"F32", "F16", "BF16"}
 _AS_STORED = {Storage.FP32, Storage.FP32_SCALED, Storage.RAW}
@@ -63,9 +71,10 @@ class Pairing:
     offset: int
     storage: Storage
     tensor: str
-    reshape: tuple[int, ...] | None  # the record's shape, when the tensor's differs
+    reshape: tuple[int, ...] | None  # the record's shape, when the tensor's (or its rows') differs
     also: tuple[str, ...] = ()  # other tensors holding the same values (an ambiguity resolved by order)
     quantized: bool = False  # block-quantized codes, paired through the values they were made from
+    rows: tuple[int, int] | None = None  # the tensor's row range [start, stop) the weight holds, if a part
 
 
 def _is_quantize_scales(layer: Layer, slot: str) -> bool:
@@ -143,10 +152,11 @@ class WeightMatcher:
             self._probes[key] = _canonical(np.concatenate(parts))
         return self._probes[key]
 
-    def _equal(self, values: np.ndarray, name: str, storage: Storage) -> bool:
+    def _equal(self, values: np.ndarray, name: str, storage: Storage, base: int = 0) -> bool:
+        """Whether the tensor's elements ``[base, base + values.size)`` equal ``values``."""
         for start in range(0, values.size, CHUNK):
             stop = min(values.size, start + CHUNK)
-            theirs = self._read(name, storage, start, stop)
+            theirs = self._read(name, storage, base + start, base + stop)
             if not np.array_equal(values[start:stop], theirs, equal_nan=True):
                 return False
         return True
@@ -177,22 +187,33 @@ class WeightMatcher:
                 f"{where}: stored as {storage.value}; a weight map pairs float weights only"
             )
         count = weight.count
-        values = stored_values(weight)
-        probe = _canonical(np.concatenate([values[a:b] for a, b in _windows(count)]))
+        matches, part = self._holders(stored_values(weight), storage)
         candidates = self._by_count.get(count, [])
-        matches = [
-            t
-            for t in candidates
-            if self._probe(t, storage, count) == probe and self._equal(values, t, storage)
-        ]
         if not matches:
+            if part is not None:
+                tensor, rows = part
+                shape = tuple(view) if view is not None else (count,)
+                info = self.ckpt.tensors[tensor]
+                row_shape = (rows[1] - rows[0], *info.shape[1:])
+                reshape = None if tuple(row_shape) == shape else shape
+                return Pairing(
+                    rec.layer,
+                    rec.slot,
+                    rec.offset,
+                    storage,
+                    tensor,
+                    reshape,
+                    (),
+                    rec.storage is Storage.BYTES,
+                    rows,
+                )
             rounding = "" if storage in _AS_STORED else f" (each rounded to {storage.value})"
             shown = ", ".join(candidates[:3]) + (", …" if len(candidates) > 3 else "")
             have = f"{len(candidates)} tensor(s) have {count} elements{': ' + shown if candidates else ''}"
             raise WeightMatchError(
                 f"{where}: no tensor of {self.path} holds its {count} values{rounding}; {have} "
-                "(a map pairs values as stored, only reshaped: a transposed, scaled or sliced weight or a "
-                "constant the export made has no partner)"
+                "(a map pairs values as stored, only reshaped or as a row range of a fused tensor: a "
+                "transposed, scaled or column-sliced weight or a constant the export made has no partner)"
             )
         free = [t for t in matches if t not in self._taken]
         chosen = free[0] if free else matches[0]
@@ -202,3 +223,44 @@ class WeightMatcher:
         also = tuple(t for t in matches if t != chosen)
         quantized = rec.storage is Storage.BYTES
         return Pairing(rec.layer, rec.slot, rec.offset, storage, chosen, reshape, also, quantized)
+
+    def holders(self, weight: Weight) -> tuple[list[str], tuple[str, tuple[int, int]] | None]:
+        """The tensors holding ``weight``'s values as stored (flat, C order) in name order, and, when none
+        does, the fused tensor and row range holding them (else None): what a weight's pairing rests on,
+        for a caller that needs the tensor a weight came from (``pipeline.repeat_layers``)."""
+        return self._holders(stored_values(weight), weight.storage)
+
+    def _holders(
+        self, values: np.ndarray, storage: Storage
+    ) -> tuple[list[str], tuple[str, tuple[int, int]] | None]:
+        count = values.size
+        probe = _canonical(np.concatenate([values[a:b] for a, b in _windows(count)]))
+        matches = [
+            t
+            for t in self._by_count.get(count, [])
+            if self._probe(t, storage, count) == probe and self._equal(values, t, storage)
+        ]
+        return matches, (None if matches else self._pair_part(values, count, storage))
+
+    def _pair_part(
+        self, values: np.ndarray, count: int, storage: Storage
+    ) -> tuple[str, tuple[int, int]] | None:
+        """The first tensor (in name order) of which one of ``k`` equal row ranges (``2 <= k <= MAX_PARTS``)
+        holds ``values``, and that range; None when none does."""
+        probe = _canonical(np.concatenate([values[a:b] for a, b in _windows(count)]))
+        for k in range(2, MAX_PARTS + 1):
+            for name in self._by_count.get(count * k, []):
+                rows = int(self.ckpt.tensors[name].shape[0]) if self.ckpt.tensors[name].shape else 0
+                if rows % k:
+                    continue
+                for j in range(k):
+                    base = j * count
+                    windows = [
+                        self._read(name, storage, base + a, base + b).copy() for a, b in _windows(count)
+                    ]
+                    if _canonical(np.concatenate(windows)) != probe:
+                        continue
+                    if self._equal(values, name, storage, base):
+                        step = rows // k
+                        return name, (j * step, (j + 1) * step)
+        return None

@@ -48,13 +48,32 @@ class Source(StrictModel):
     )
 
 
+class RepeatSpec(StrictModel):
+    """Grow a short stack of pre-norm layers to its full depth when the input is read
+    (``pipeline.repeat_layers``): ``times`` copies of the last layer, each reading its own layer's
+    checkpoint tensors."""
+
+    stream: str = Field(description="the blob the residual stream starts at (e.g. in0, the hidden input)")
+    adds: int = Field(default=2, ge=1, description="residual adds per layer (2 for a pre-norm transformer)")
+    times: int = Field(ge=0, description="copies of the last layer appended after it")
+    index: str = Field(
+        default=r"layers\.(\d+)\.",
+        description="a regex with one group: where a tensor name holds its layer number",
+    )
+    checkpoint: str | None = Field(
+        default=None,
+        description="entry of `checkpoints` the copies' weights come from (default: the only one)",
+    )
+
+
 class ModelInput(StrictModel):
     """A model the rules read: a .param (and its .bin when weights are rewritten or written), or a
-    sub-model the export source makes."""
+    sub-model the export source makes; with ``repeat``, a short stack grown to full depth as it is read."""
 
     param: str | None = None
     bin: str | None = None
     export: str | None = Field(default=None, description="the name of a sub-model the export source returns")
+    repeat: RepeatSpec | None = None
 
     @model_validator(mode="after")
     def _one_origin(self) -> ModelInput:
@@ -66,7 +85,8 @@ class ModelInput(StrictModel):
 
 
 class CheckpointInput(StrictModel):
-    """A safetensors checkpoint (single file or sharded ``*.safetensors.index.json``) weights come from."""
+    """A safetensors checkpoint (single file or sharded ``*.safetensors.index.json``) weights come from, or a
+    checkpoint folder holding one (``formats.safetensors.checkpoint_path``), as a model's source names it."""
 
     path: str
 

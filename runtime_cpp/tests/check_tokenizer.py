@@ -21,7 +21,10 @@ on >= 200 strings (``tokenizer_corpus.test_strings``):
 * the tiny tokenizer saved by transformers 5 (a TemplateProcessing post-processor: the identity one, and
   one adding a BOS and an EOS) encodes as ``tokenizers`` encodes that file, add_special_tokens both ways
   (``tokenizer_templates.py``);
-* broken or unsupported tokenizer files fail with exit status 1 and a message naming the file and fault.
+* broken or unsupported tokenizer files fail with exit status 1 and a message naming the file and fault;
+* the SentencePiece-style files (``tokenizer_sentencepiece.py``): the tiny MiniCPM-V-2 tokenizer.json against
+  the official slow tokenizer's recorded ids, and it, variants of it in the Metaspace form and a hand-written
+  Metaspace tokenizer against ``tokenizers`` on random strings.
 
 Then NFC and the pre-tokenizer alone over every code point of planes 0-3 and 14 (and samples of 15-16),
 in several contexts: for every character assigned in Python's Unicode database the NFC must equal
@@ -49,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import tokenizer_corpus as corpus
+from tokenizer_sentencepiece import bad_sentencepiece_cases, check_sentencepiece
 from tokenizer_sweep import contraction_strings, nfc_strings, sweep_code_points, sweep_strings
 from tokenizer_templates import bad_template_cases, check_templates
 
@@ -279,6 +283,11 @@ def check_bad_files(args: argparse.Namespace, report: Report) -> None:
     model["merges"] = ["a b c"]
     cases.append(("three-part-merge", {**good, "model": model}, 'merge 1 "a b c" is not "a b"'))
     cases += bad_template_cases(good)
+    model = {**good["model"], "byte_fallback": True}
+    cases.append(
+        ("byte-fallback-byte-level", {**good, "model": model}, "byte_fallback is set, but the decoder is")
+    )
+    cases += bad_sentencepiece_cases()
     work = Path(args.workdir)
     empty = work / "empty.json"
     empty.write_text("[]")
@@ -355,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda path, items: run_tool(args, path, items, "encode")["results"],
             report.fail,
         )
+        check_sentencepiece(lambda path, items: run_tool(args, path, items, "encode"), work, report.fail)
         check_bad_files(args, report)
         if not args.no_sweep:
             check_pretokenizer(args, args.tiny, report)

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner_harness import CORPUS_IMAGES, CheckFailed, Runner
+from runner_harness import CORPUS_IMAGES, REPO, CheckFailed, Runner
 
 Damage = Callable[[Path], None]
+MINICPM_TOKENIZER = REPO / "graphsurgeon" / "models" / "minicpm_v2" / "tiny" / "tokenizer.json"
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,20 @@ def _shift_embedding(nbytes: int) -> Damage:
         doc["embedding_matrix"]["tag_offset"] += nbytes
 
     return _edit_json(edit)
+
+
+def _unsupported_normalizer(folder: Path) -> None:
+    path = folder / "tokenizer.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["normalizer"] = {"type": "NFKC"}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def _byte_fallback_without_a_byte_token(folder: Path) -> None:
+    """A SentencePiece-style tokenizer.json (the tiny MiniCPM-V-2 one) with byte_fallback but no "<0x41>"."""
+    doc = json.loads(MINICPM_TOKENIZER.read_text(encoding="utf-8"))
+    del doc["model"]["vocab"]["<0x41>"]
+    (folder / "tokenizer.json").write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
 
 
 def _fifo(name: str) -> Damage:
@@ -313,6 +328,18 @@ def cases(runner: Runner) -> list[BadCase]:
             BadCase("empty prompt", ["--prompt", ""], "empty"),
             BadCase("blank prompt", ["--prompt", " \n "], "empty"),
             BadCase("tokenizer.json missing", TEXT, "tokenizer.json", _remove("tokenizer.json")),
+            BadCase(
+                "tokenizer.json with an unsupported normalizer",
+                TEXT,
+                'tokenizer.json: normalizer: normalizer "NFKC" is not supported',
+                _unsupported_normalizer,
+            ),
+            BadCase(
+                "tokenizer.json with byte fallback but a byte token missing",
+                TEXT,
+                'tokenizer.json: model.byte_fallback is true, but model.vocab has no "<0x41>"',
+                _byte_fallback_without_a_byte_token,
+            ),
         ]
     # issue 14 item 8: a FIFO used to block the runner forever (it was opened to find out why it was not a
     # regular file), and a whole-file read had no size bound. FIFOs are a POSIX matter: not under wine.

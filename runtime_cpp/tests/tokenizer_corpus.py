@@ -12,6 +12,8 @@ Everything is deterministic (``random.Random`` with fixed seeds, no downloads):
   kana, Hangul, emoji) so it holds thousands of merges, with added tokens using every flag
   (special / non-special, normalized, lstrip, rstrip, single_word, content already in the vocabulary).
 * ``random_merges()``: grows a tokenizer document with merges of random token pairs.
+* ``sentencepiece_strings()``: random strings for SentencePiece-style files (MiniCPM-V-2): words, runs of
+  spaces, newlines, tabs, characters byte fallback spells, ``▁``, image / slice / chat markers, invalid UTF-8.
 """
 
 from __future__ import annotations
@@ -252,3 +254,51 @@ def random_merges(data: dict[str, Any], count: int, seed: int = 5) -> None:
     for t in data["added_tokens"]:  # ids after the grown vocabulary, as HF assigns them
         t["id"] = vocab.get(t["content"], next_id)
         next_id += t["content"] not in vocab
+
+
+SPM_MARKERS = [
+    "<image>",
+    "</image>",
+    "<slice>",
+    "</slice>",
+    "<unk>",
+    "<s>",
+    "</s>",
+    "<box>",
+    "<用户>",
+    "<AI>",
+]
+SPM_MARKERS += ["<mask>", "<image", "<AI", "用户>", "<0x41>", "<0xE4>"]
+
+
+def sentencepiece_strings(count: int = 500, seed: int = 9) -> list[bytes]:
+    """Random strings for SentencePiece-style tokenizers: English words (pieces of the tiny vocabularies),
+    leading / trailing / repeated spaces, newlines, tabs, ``▁``, characters only byte fallback can spell
+    (CJK, emoji, accented Latin, random code points of every plane), the image, slice and chat markers and
+    near misses of them; a tenth with invalid UTF-8 mixed in. Also the hand-picked edge cases."""
+    rng = random.Random(seed)
+    words = ["the", "cat", "sat", "on", "mat", "a", "image", "is", "What", "in", "picture", "?", ".", ","]
+    spaces = [" ", "  ", "   ", "\n", "\n\n", "\t", " \n ", "\r\n", "\u3000", "\u00a0", "▁", "▁▁"]
+    fallback = ["猫", "你好", "企鹅", "🐧", "👨‍👩‍👧", "é", "ñ", "Ω", "ж", "ß", "\u0301", "\x00", "\x7f"]
+    out = [
+        s.encode() for s in ["", " ", "  ", "▁", "▁▁x", " x ", "x  ", "\n", "a\tb", "<用户><AI>", "<AI><AI>"]
+    ]
+    for _ in range(count):
+        parts = []
+        for _ in range(rng.randint(1, 12)):
+            r = rng.random()
+            if r < 0.35:
+                parts.append(rng.choice(words))
+            elif r < 0.6:
+                parts.append(rng.choice(spaces))
+            elif r < 0.75:
+                parts.append(rng.choice(fallback))
+            elif r < 0.8:
+                plane = rng.choice([0, 0, 1, 2, 14])
+                cp = rng.randrange(0x80, 0x10000) + plane * 0x10000
+                parts.append(chr(cp) if not 0xD800 <= cp < 0xE000 else "x")
+            else:
+                parts.append(rng.choice(SPM_MARKERS))
+        text = "".join(parts)
+        out.append(_corrupt(rng, text) if rng.random() < 0.1 else text.encode())
+    return out

@@ -43,12 +43,16 @@ def load_checked_tensors(
     model: str,
     layer_counts: Sequence[tuple[str, int, str]] = (),
     ignorable: Callable[[str], bool] = lambda name: False,
+    rows: Callable[[str], int | None] = lambda name: None,
 ) -> dict[str, torch.Tensor]:
     """Every tensor of ``shapes()`` as fp32 torch tensors. ``layer_counts``: (name prefix of the layers,
     the count the config claims, the config key that claims it), checked first; ``ignorable``: stored names
     that are not an error when ``shapes`` lacks them (non-persistent buffers, a tied head); ``model`` names
-    the architecture in the hint of an unexpected tensor. A missing, unexpected or misshapen tensor, or one
-    that is not a float, is a ``CheckpointError`` naming its file and the tensor."""
+    the architecture in the hint of an unexpected tensor; ``rows``: for a tensor, how many of its first rows
+    to read (0: none, so it is left out of the result; None: all) — every tensor is checked all the same, so
+    a caller that needs a few layers (a short stack to export) holds only those in memory. A missing,
+    unexpected or misshapen tensor, or one that is not a float, is a ``CheckpointError`` naming its file and
+    the tensor."""
     import torch
     from safetensors import safe_open
 
@@ -81,5 +85,9 @@ def load_checked_tensors(
     for file, names in by_file.items():
         with safe_open(file, framework="pt") as fh:
             for name in names:
-                out[name] = fh.get_tensor(name).to(torch.float32)
+                first = rows(name)
+                if first is None:
+                    out[name] = fh.get_tensor(name).to(torch.float32)
+                elif first > 0:
+                    out[name] = fh.get_slice(name)[:first].to(torch.float32)
     return out

@@ -17,6 +17,7 @@ Non-persistent ``rotary_emb.inv_freq`` buffers, if a checkpoint carries them, ar
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -114,10 +115,13 @@ def tensor_shapes(cfg: MiniCPMV2Config) -> dict[str, tuple[int, ...]]:
     return {**llm_shapes(cfg), **vision_shapes(cfg), **resampler_shapes(cfg)}
 
 
-def load_tensors(folder: Path | str, cfg: MiniCPMV2Config) -> dict[str, torch.Tensor]:
+def load_tensors(
+    folder: Path | str, cfg: MiniCPMV2Config, rows: Callable[[str], int | None] = lambda name: None
+) -> dict[str, torch.Tensor]:
     """Every tensor of ``tensor_shapes(cfg)`` as fp32 torch tensors (``common.checkpoint_tensors``: a
     missing, unexpected or misshapen tensor, or one that is not a float, is a ``CheckpointError`` naming its
-    file and the tensor)."""
+    file and the tensor); ``rows(name)``: read only that many first rows (0: leave the tensor out), every
+    tensor still checked."""
     vision = f"vision_encoder {cfg.vision.name} (drop_vision_last_layer {cfg.vision.drop_last_layer})"
     return load_checked_tensors(
         Path(folder),
@@ -128,6 +132,7 @@ def load_tensors(folder: Path | str, cfg: MiniCPMV2Config) -> dict[str, torch.Te
             ("vpm.blocks.", cfg.vision.layers, vision),
         ),
         ignorable=lambda name: name.endswith("rotary_emb.inv_freq"),
+        rows=rows,
     )
 
 

@@ -38,6 +38,7 @@ from graphsurgeon.models.common.hf_config import (
 )
 
 from .slicing import SliceConfig
+from .special_tokens import check_tokenizer_json, special_ids
 
 CONFIG = "config.json"
 MODEL_TYPE = "minicpmv"
@@ -256,6 +257,8 @@ def facts(folder: str) -> dict[str, Any]:
     the slicing settings, and the vision encoder's numbers under ``vision_encoder`` — all from
     ``load_config``, never from raw JSON."""
     cfg = load_config(folder)
+    ids = special_ids(folder)
+    check_tokenizer_json(folder, ids)
     text, vision, res, sl = cfg.text, cfg.vision, cfg.resampler, cfg.slicing
     return {
         "num_hidden_layers": text.num_hidden_layers,
@@ -276,6 +279,7 @@ def facts(folder: str) -> dict[str, Any]:
         "dim_model_base": text.dim_model_base,
         "residual_scale": text.residual_scale,
         "logit_divisor": text.logit_divisor,
+        "token_ids": ids,
         "query_num": res.query_num,
         "resampler": {
             "num_heads": res.heads,

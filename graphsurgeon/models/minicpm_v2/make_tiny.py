@@ -20,7 +20,9 @@ weights, and a SentencePiece tokenizer (``tiny_tokenizer.py``).
   residual factor is ``1.4 / sqrt(2)`` = 0.99 (0.22 in the real 40-layer model).
 * ``generation_config.json``, ``special_tokens_map.json`` and ``tokenizer_config.json`` as the real ones
   (``LlamaTokenizerWrapper``, ``legacy`` true, BOS added), the ids in ``added_tokens_decoder`` the tiny
-  tokenizer's; ``tokenizer.model`` (``tiny_tokenizer.model_proto``);
+  tokenizer's; ``tokenizer.model`` (``tiny_tokenizer.model_proto``). Not ``tokenizer.json``: the shipped one
+  is HF transformers' conversion of ``tokenizer.model``, made by
+  ``tests/goldens/minicpm_v2/make_tokenizer_goldens.py`` (an existing one is left in place);
 * ``model.safetensors`` or ``model-0000k-of-0000n.safetensors`` + ``model.safetensors.index.json``, **bf16**
   by default: every tensor of the real checkpoint is bf16, and bf16 keeps the folder under 2 MB; the values
   are bf16-rounded draws, exactly representable in the fp32 the reference computes in.

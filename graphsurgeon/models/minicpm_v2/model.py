@@ -25,39 +25,18 @@ import torch
 from torch import nn
 
 from graphsurgeon.errors import GsurgError
-from graphsurgeon.formats.safetensors import CheckpointError
-from graphsurgeon.models.common.hf_config import read_json
 
 from .checkpoint import load_tensors
 from .config import MiniCPMV2Config, load_config
 from .llm import Device, KVCache, MiniCPMForCausalLM
-from .prompt import IM_END, IM_START, SLICE_END, SLICE_START, UNK
+from .prompt import IM_END, IM_START
 from .resampler import Resampler
+from .special_tokens import special_ids
 from .vision import VisionTower
-
-TOKENIZER_CONFIG = "tokenizer_config.json"
 
 
 class MiniCPMInputError(GsurgError):
     """Inputs the reference cannot run: image spans that do not match the images given."""
-
-
-def special_ids(folder: Path | str) -> dict[str, int]:
-    """The ids of ``<unk>``, ``<s>``, ``</s>``, ``<image>``, ``</image>``, ``<slice>``, ``</slice>`` from
-    ``tokenizer_config.json``'s ``added_tokens_decoder`` (the official tokenizer's own table)."""
-    path = Path(folder) / TOKENIZER_CONFIG
-    table = read_json(path).get("added_tokens_decoder")
-    if not isinstance(table, dict):
-        raise CheckpointError(f"{path}: no added_tokens_decoder (the special tokens' ids)")
-    ids: dict[str, int] = {}
-    for key, entry in table.items():
-        content = entry.get("content") if isinstance(entry, dict) else None
-        if isinstance(content, str) and key.isdigit():
-            ids[content] = int(key)
-    for token in (UNK, "<s>", "</s>", IM_START, IM_END, SLICE_START, SLICE_END):
-        if token not in ids:
-            raise CheckpointError(f"{path}: added_tokens_decoder has no {token!r}")
-    return ids
 
 
 def image_bounds(input_ids: Sequence[int], start_id: int, end_id: int) -> list[tuple[int, int]]:

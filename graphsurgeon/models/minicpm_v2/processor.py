@@ -74,28 +74,6 @@ def normalize(rgb: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(2, 0, 1))
 
 
-def patch_rows(pixels: np.ndarray, patch_size: int = 14) -> np.ndarray:
-    """One image's ``[3, H, W]`` pixels as the vision net's patch-embedding input, ``[N, 3 * p * p]`` with
-    ``N = (H / p) * (W / p)`` (p = ``patch_size``): row ``gy * (W / p) + gx`` is the patch at grid row gy and
-    column gx, its columns ordered (channel, ky, kx). So ``patch_rows(x) @ w.reshape(len(w), -1).T`` is the
-    stride-p convolution ``conv2d(x, w)`` of the Conv2d weight ``w [C, 3, p, p]``, its output ``[C, H/p,
-    W/p]`` read row-major over the grid. The values are copied, not computed (same dtype); H and W must be
-    positive multiples of p."""
-    if (
-        pixels.ndim != 3
-        or min(pixels.shape) < 1
-        or pixels.shape[1] % patch_size
-        or pixels.shape[2] % patch_size
-    ):
-        raise ValueError(
-            f"patch_rows: pixels of shape {pixels.shape} are not [C, H, W] in whole {patch_size}-patches"
-        )
-    channels, height, width = pixels.shape
-    gh, gw = height // patch_size, width // patch_size
-    blocks = pixels.reshape(channels, gh, patch_size, gw, patch_size).transpose(1, 3, 0, 2, 4)
-    return np.ascontiguousarray(blocks.reshape(gh * gw, channels * patch_size * patch_size))
-
-
 def resized_images(image: PILImage.Image, plan: SlicePlan) -> list[PILImage.Image]:
     """The RGB images the vision model sees, before normalisation: the overview, then the slices
     row-major."""
@@ -143,6 +121,19 @@ def preprocess(
     p = cfg.patch_size
     tgt = [(x.shape[1] // p, x.shape[2] // p) for x in pixels]
     return ProcessedImage(plan, resized, pixels, tgt, image_placeholder(plan.grid, query_num))
+
+
+def patch_rows(pixels: np.ndarray, patch_size: int = 14) -> np.ndarray:
+    """One ``[3, H, W]`` image (sides multiples of ``patch_size``) -> the vision net's input rows
+    ``[N, 3*p*p]``: patches row-major over the ``(H/p, W/p)`` grid, each row ordered ``(channel, ky, kx)``,
+    so the patch convolution's kernel ``[C, 3, p, p]`` viewed ``[C, 3*p*p]`` is a dot product with each
+    row."""
+    c, h, w = pixels.shape
+    p = patch_size
+    if h % p or w % p:
+        raise ValueError(f"an image of {w}x{h} pixels is not a whole number of {p}x{p} patches")
+    grid = pixels.reshape(c, h // p, p, w // p, p).transpose(1, 3, 0, 2, 4)
+    return np.ascontiguousarray(grid.reshape((h // p) * (w // p), c * p * p), dtype=np.float32)
 
 
 def load_and_preprocess(

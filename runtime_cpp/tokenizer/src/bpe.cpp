@@ -6,9 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <queue>
 
 #include "gsurg/error.hpp"
+#include "utf8.hpp"
 
 namespace gsurg {
 
@@ -32,14 +34,19 @@ bool flag(const json& model, const char* key) {
 }  // namespace
 
 void Bpe::load(const json& model, const std::vector<std::pair<std::string, long long>>& vocab,
-               const std::vector<std::pair<std::string, std::string>>& merges, const ByteLevel& byte_level) {
-  byte_level_ = &byte_level;
+               const std::vector<std::pair<std::string, std::string>>& merges, const ByteLevel* byte_level) {
+  byte_level_ = byte_level;
   if (!model.is_object()) throw Error("\"model\" is not an object");
   if (model.value("type", std::string("BPE")) != "BPE") {
     throw Error("model type \"" + model.value("type", std::string()) + "\" is not supported (only BPE)");
   }
-  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix", "byte_fallback"}) {
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (!is_unset(model, key)) throw Error(std::string("BPE \"") + key + "\" is not supported");
+  }
+  byte_fallback_ = flag(model, "byte_fallback");
+  if (byte_fallback_ && byte_level) {
+    throw Error("model.byte_fallback is set, but the decoder is ByteLevel (byte fallback is supported with the "
+                "SentencePiece-style decoders: ByteFallback, Metaspace)");
   }
   if (auto it = model.find("dropout"); it != model.end() && !it->is_null() && it->get<double>() != 0.0) {
     throw Error("BPE dropout is not supported");
@@ -76,7 +83,16 @@ void Bpe::load(const json& model, const std::vector<std::pair<std::string, long 
     ++rank;
   }
 
-  for (int b = 0; b < 256; ++b) byte_id_[b] = token_to_id(byte_level.symbol(static_cast<unsigned char>(b)));
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    const unsigned char byte = static_cast<unsigned char>(b);
+    byte_id_[b] = token_to_id(byte_level ? byte_level->symbol(byte) : std::string(name));
+    if (byte_fallback_ && byte_id_[b] < 0) {
+      throw Error(std::string("model.byte_fallback is true, but model.vocab has no \"") + name +
+                  "\" (byte fallback needs all 256 <0xNN> tokens)");
+    }
+  }
   if (auto it = model.find("unk_token"); it != model.end() && it->is_string()) {
     unk_id_ = token_to_id(it->get<std::string>());
     if (unk_id_ < 0) throw Error("BPE unk_token \"" + it->get<std::string>() + "\" is not in the vocabulary");
@@ -105,35 +121,60 @@ void Bpe::encode_word(std::string_view word, std::vector<int>& out) const {
     }
   }
   std::vector<int> ids;
-  bool done = false;
-  if (ignore_merges_) {  // a word that is itself a token is not split
-    const int whole = token_to_id(byte_level_->encode(word));
-    if (whole >= 0) {
-      ids.push_back(whole);
-      done = true;
-    }
-  }
-  if (!done) {
-    // Initial symbols: one per byte; a byte whose symbol is not in the vocabulary becomes the unk token
-    // (consecutive ones fused when fuse_unk) or, without an unk token, is dropped, as in HF.
-    ids.reserve(word.size());
-    bool last_unk = false;
-    for (char ch : word) {
-      const int id = byte_id_[static_cast<unsigned char>(ch)];
-      if (id >= 0) {
-        ids.push_back(id);
-        last_unk = false;
-      } else if (unk_id_ >= 0) {
-        if (!(fuse_unk_ && last_unk)) ids.push_back(unk_id_);
-        last_unk = true;
-      }
-    }
+  // ignore_merges: a word that is itself a token is not split
+  const int whole = ignore_merges_ ? token_to_id(byte_level_ ? byte_level_->encode(word) : key_str) : -1;
+  if (whole >= 0) {
+    ids.push_back(whole);
+  } else {
+    initial_symbols(word, ids);
     merge_all(ids);
   }
   out.insert(out.end(), ids.begin(), ids.end());
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (cache_.size() < kCacheCapacity) cache_.emplace(std::move(key_str), std::move(ids));
+  }
+}
+
+void Bpe::push_unknown(bool& last_unk, std::vector<int>& ids) const {
+  if (unk_id_ >= 0 && !(fuse_unk_ && last_unk)) ids.push_back(unk_id_);
+  last_unk = unk_id_ >= 0;
+}
+
+// One symbol per byte (ByteLevel) or per character (with byte fallback); a symbol not in the vocabulary
+// becomes the unk token (consecutive ones fused when fuse_unk) or, without an unk token, is dropped, as in
+// HF. (HF holds a pending unk back until the next known character, so a byte-fallback character could
+// overtake it; byte fallback with all 256 byte tokens, which load() requires, never leaves one unknown.)
+void Bpe::initial_symbols(std::string_view word, std::vector<int>& ids) const {
+  ids.reserve(word.size());
+  bool last_unk = false;
+  if (byte_level_) {
+    for (char ch : word) {
+      const int id = byte_id_[static_cast<unsigned char>(ch)];
+      if (id >= 0) {
+        ids.push_back(id);
+        last_unk = false;
+      } else {
+        push_unknown(last_unk, ids);
+      }
+    }
+    return;
+  }
+  std::string ch;
+  for (size_t i = 0; i < word.size();) {
+    const size_t len = utf8::scan(word, i).length;
+    ch.assign(word.data() + i, len);
+    const int id = token_to_id(ch);
+    if (id >= 0) {
+      ids.push_back(id);
+      last_unk = false;
+    } else if (byte_fallback_) {
+      for (char b : ch) ids.push_back(byte_id_[static_cast<unsigned char>(b)]);
+      last_unk = false;
+    } else {
+      push_unknown(last_unk, ids);
+    }
+    i += len;
   }
 }
 

@@ -1,7 +1,8 @@
 // Reading tokenizer.json (see tokenizer_data.hpp): checks that every part is one this implementation
-// reproduces exactly (else a gsurg::Error naming the file and the part), builds the BPE model, and assigns
-// added-token ids the way HF's AddedVocabulary::add_tokens does on load (the "id" fields of the file are
-// only a hint there too).
+// reproduces exactly (else a gsurg::Error naming the file, the JSON path and what is supported), picks the
+// layout by the decoder (ByteLevel: byte-level BPE; else SentencePiece-style), builds the BPE model, and
+// assigns added-token ids the way HF's AddedVocabulary::add_tokens does on load (the "id" fields of the file
+// are only a hint there too).
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -11,8 +12,8 @@
 #include "gsurg/error.hpp"
 #include "gsurg/files.hpp"
 #include "tokenizer_data.hpp"
+#include "json_parts.hpp"
 #include "tokenizer_json.hpp"
-#include "unicode.hpp"
 
 namespace gsurg {
 namespace detail {
@@ -21,47 +22,21 @@ namespace {
 
 using nlohmann::json;
 
-std::string type_of(const json& j) { return j.is_object() ? j.value("type", std::string("?")) : "?"; }
-
-// Flattens {"type": "Sequence", key: [...]} into its members.
-std::vector<json> flatten(const json& j, const char* key) {
-  std::vector<json> out;
-  if (j.is_null()) return out;
-  if (type_of(j) == "Sequence" && j.contains(key) && j[key].is_array()) {
-    for (const json& m : j[key]) {
-      for (json& x : flatten(m, key)) out.push_back(std::move(x));
-    }
-  } else {
-    out.push_back(j);
-  }
-  return out;
-}
-
-bool nfc_normalizer(const json& root) {
-  const auto parts = flatten(root.value("normalizer", json()), "normalizers");
-  bool nfc = false;
-  for (const json& n : parts) {
-    if (type_of(n) != "NFC") throw Error("normalizer \"" + type_of(n) + "\" is not supported (only NFC)");
-    nfc = true;
-  }
-  return nfc;
-}
-
-void check_pre_tokenizer(const json& root) {
-  const auto parts = flatten(root.value("pre_tokenizer", json()), "pretokenizers");
+void check_qwen2_pre_tokenizer(const json& root) {
+  const auto parts = flatten_parts(root, "pre_tokenizer", "pretokenizers");
   const std::string expected =
       "the Qwen2 pre-tokenizer (Split with Qwen2's regex, behavior Isolated, then ByteLevel with "
       "add_prefix_space and use_regex false)";
-  bool ok = parts.size() == 2 && type_of(parts[0]) == "Split" && type_of(parts[1]) == "ByteLevel";
+  bool ok = parts.size() == 2 && type_of(parts[0].value) == "Split" && type_of(parts[1].value) == "ByteLevel";
   if (ok) {
-    const json& split = parts[0];
+    const json& split = parts[0].value;
     const json pattern = split.value("pattern", json());
     ok = pattern.is_object() && pattern.value("Regex", std::string()) == kQwen2SplitRegex &&
          split.value("behavior", std::string()) == "Isolated" && !split.value("invert", false);
-    const json& bl = parts[1];
+    const json& bl = parts[1].value;
     ok = ok && !bl.value("add_prefix_space", true) && !bl.value("use_regex", true);
   }
-  if (!ok) throw Error("pre_tokenizer is not supported: expected " + expected);
+  if (!ok) throw Error("pre_tokenizer is not supported with the ByteLevel decoder: expected " + expected);
 }
 
 // The ids one SpecialToken piece of a TemplateProcessing adds: its entry in "special_tokens".
@@ -107,20 +82,29 @@ void read_template(const json& processor, TokenizerData& data) {
                 std::to_string(sequences) + " times");
 }
 
-void check_post_processor_and_decoder(const json& root, TokenizerData& data) {
+void check_post_processor(const json& root, TokenizerData& data) {
   int templates = 0;
-  for (const json& p : flatten(root.value("post_processor", json()), "processors")) {
-    if (type_of(p) == "TemplateProcessing" && templates++ == 0) {
-      read_template(p, data);
-    } else if (type_of(p) != "ByteLevel") {  // ByteLevel only trims offsets: the ids are unchanged
-      throw Error("post_processor \"" + type_of(p) +
+  for (const JsonPart& p : flatten_parts(root, "post_processor", "processors")) {
+    if (type_of(p.value) == "TemplateProcessing" && templates++ == 0) {
+      read_template(p.value, data);
+    } else if (type_of(p.value) != "ByteLevel") {  // ByteLevel only trims offsets: the ids are unchanged
+      throw Error(p.path + ": post_processor \"" + type_of(p.value) +
                   "\" is not supported (only ByteLevel, one TemplateProcessing, or none)");
     }
   }
+}
+
+// The layout and its pre-tokenizer and decoder: a ByteLevel decoder means byte-level BPE (Qwen2's
+// pre-tokenizer required); any other decoder must be a SentencePiece-style one.
+void read_layout(const json& root, TokenizerData& data) {
   const json decoder = root.value("decoder", json());
-  if (type_of(decoder) != "ByteLevel") {
-    throw Error("decoder \"" + type_of(decoder) + "\" is not supported (only ByteLevel)");
+  if (type_of(decoder) == "ByteLevel") {
+    check_qwen2_pre_tokenizer(root);
+    return;
   }
+  data.sentencepiece = true;
+  data.spm_decoder.load(root);
+  data.spm_pre_tokenizer.load(root);
 }
 
 bool same_token(const AddedToken& a, const AddedToken& b) {
@@ -160,42 +144,40 @@ void load_added_tokens(const json& root, TokenizerData& data) {
   std::vector<AddedToken> tokens;
   std::vector<std::string> normalized;
   for (auto& kv : by_id) {
-    normalized.push_back(data.nfc && kv.second.normalized ? data.normalize(kv.second.content) : kv.second.content);
+    normalized.push_back(kv.second.normalized ? data.normalize(kv.second.content) : kv.second.content);
     tokens.push_back(kv.second);
   }
   data.added.build(tokens, normalized);
 }
 
+// Each id's token as the decoder sees it: the vocabulary's token, or an added token's content (normalized
+// when the token is: HF decodes it so), and token_bytes(id).
 void fill_token_bytes(TokenizerData& data) {
   int max_id = data.bpe.max_id();
   for (const AddedToken& t : data.added.tokens()) max_id = std::max(max_id, t.id);
   const size_t size = static_cast<size_t>(max_id + 1);
-  data.token_bytes.assign(size, std::string());
+  std::vector<std::string> text(size);
   data.known.assign(size, false);
   for (int id = 0; id <= data.bpe.max_id(); ++id) {
     if (const std::string* tok = data.bpe.id_to_token(id)) {
-      data.token_bytes[static_cast<size_t>(id)] = data.byte_level.decode_token(*tok);
+      text[static_cast<size_t>(id)] = *tok;
       data.known[static_cast<size_t>(id)] = true;
     }
   }
-  for (const AddedToken& t : data.added.tokens()) {  // added tokens decode from their (normalized) text
-    const std::string text = data.nfc && t.normalized ? data.normalize(t.content) : t.content;
-    data.token_bytes[static_cast<size_t>(t.id)] = data.byte_level.decode_token(text);
+  for (const AddedToken& t : data.added.tokens()) {
+    text[static_cast<size_t>(t.id)] = t.normalized ? data.normalize(t.content) : t.content;
     data.known[static_cast<size_t>(t.id)] = true;
   }
+  data.token_bytes.assign(size, std::string());
+  for (size_t id = 0; id < size; ++id) {
+    if (!data.known[id]) continue;
+    data.token_bytes[id] =
+        data.sentencepiece ? data.spm_decoder.piece(text[id]) : data.byte_level.decode_token(text[id]);
+  }
+  if (data.sentencepiece) data.token_text.swap(text);
 }
 
 }  // namespace
-
-std::string TokenizerData::normalize(std::string_view valid) const {
-  std::string out;
-  if (nfc) {
-    uni::nfc(valid, out);
-  } else {
-    out.assign(valid.data(), valid.size());
-  }
-  return out;
-}
 
 void load_tokenizer_json(const std::string& path, TokenizerData& data) {
   const std::string text = read_file(path);
@@ -203,12 +185,12 @@ void load_tokenizer_json(const std::string& path, TokenizerData& data) {
     TokenizerJson parsed = parse_tokenizer_json(text);
     const json& root = parsed.rest;
     if (root.contains("version") && root["version"] != "1.0") throw Error("unknown tokenizer version");
-    data.nfc = nfc_normalizer(root);
-    check_pre_tokenizer(root);
-    check_post_processor_and_decoder(root, data);
+    data.normalizer.load(root);
+    read_layout(root, data);
+    check_post_processor(root, data);
     if (!root.contains("model")) throw Error("\"model\" is missing");
     if (!parsed.has_vocab || !parsed.has_merges) throw Error("model.vocab or model.merges is missing");
-    data.bpe.load(root["model"], parsed.vocab, parsed.merges, data.byte_level);
+    data.bpe.load(root["model"], parsed.vocab, parsed.merges, data.sentencepiece ? nullptr : &data.byte_level);
     decltype(parsed.vocab)().swap(parsed.vocab);  // free the copies before the token table is built
     decltype(parsed.merges)().swap(parsed.merges);
     load_added_tokens(root, data);

@@ -1,6 +1,7 @@
-// Tokenizer and StreamDecoder (see gsurg/tokenizer.hpp): the encode pipeline of HF's TokenizerImpl for
-// this tokenizer family - added tokens on the raw text, NFC per remaining piece, added tokens on the
-// normalized text, Qwen2 split, ByteLevel + BPE per word - and decoding through the ByteLevel decoder.
+// Tokenizer and StreamDecoder (see gsurg/tokenizer.hpp): the encode pipeline of HF's TokenizerImpl - added
+// tokens on the raw text, the normalizer per remaining piece, added tokens on the normalized text, the
+// pre-tokenizer (Qwen2's split, or the SentencePiece-style steps), BPE per word - and decoding through the
+// ByteLevel decoder or the SentencePiece-style decoder chain.
 #include "gsurg/tokenizer.hpp"
 
 #include "pretokenize.hpp"
@@ -23,6 +24,7 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool add_special_tok
 
   std::vector<int> ids;
   ids.reserve(valid.size() / 3 + 8);
+  std::vector<std::string> words;
   if (add_special_tokens) ids.insert(ids.end(), d.template_prefix.begin(), d.template_prefix.end());
   for (const Piece& raw : d.added.split(valid, false)) {
     if (raw.id >= 0) {
@@ -37,6 +39,12 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool add_special_tok
         continue;
       }
       const std::string_view part = norm.substr(piece.begin, piece.end - piece.begin);
+      if (d.sentencepiece) {  // Metaspace's "first": the piece at offset 0 of the input
+        words.clear();
+        d.spm_pre_tokenizer.split(part, raw.begin == 0 && piece.begin == 0, words);
+        for (const std::string& word : words) d.bpe.encode_word(word, ids);
+        continue;
+      }
       for (const auto& word : qwen2_split(part)) {
         d.bpe.encode_word(part.substr(word.first, word.second - word.first), ids);
       }
@@ -47,6 +55,12 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool add_special_tok
 }
 
 std::string Tokenizer::decode(const std::vector<int>& ids) const {
+  if (data_->sentencepiece) {
+    StreamDecoder stream(*this);
+    std::string text;
+    for (int id : ids) text += stream.push(id);
+    return text + stream.finish();
+  }
   std::string bytes;
   for (int id : ids) bytes += token_bytes(id);
   return utf8::repair(bytes);
@@ -71,16 +85,23 @@ const std::string& Tokenizer::token_bytes(int id) const {
 StreamDecoder::StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
 
 std::string StreamDecoder::push(int id) {
-  pending_ += tok_.token_bytes(id);
-  const size_t done = utf8::complete_prefix(pending_);
-  std::string text = utf8::repair(std::string_view(pending_).substr(0, done));
-  pending_.erase(0, done);
+  const detail::TokenizerData& d = *tok_.data_;
+  if (d.sentencepiece) {
+    if (id < 0 || static_cast<size_t>(id) >= d.known.size() || !d.known[static_cast<size_t>(id)]) return "";
+    return d.spm_decoder.push(d.token_text[static_cast<size_t>(id)], state_);
+  }
+  std::string& pending = state_.pending;
+  pending += tok_.token_bytes(id);
+  const size_t done = utf8::complete_prefix(pending);
+  std::string text = utf8::repair(std::string_view(pending).substr(0, done));
+  pending.erase(0, done);
   return text;
 }
 
 std::string StreamDecoder::finish() {
-  std::string text = utf8::repair(pending_);
-  pending_.clear();
+  if (tok_.data_->sentencepiece) return tok_.data_->spm_decoder.finish(state_);
+  std::string text = utf8::repair(state_.pending);
+  state_ = detail::StreamState();
   return text;
 }
 

@@ -91,6 +91,12 @@ bool is_valid(std::string_view bytes) {
   return true;
 }
 
+bool is_one_character(std::string_view bytes) {
+  if (bytes.empty()) return false;
+  const Unit u = scan(bytes, 0);
+  return u.kind == Unit::kChar && u.length == bytes.size();
+}
+
 size_t complete_prefix(std::string_view bytes) {
   // Scans from the start so every unit found is a real one (a byte is never read as the start of a
   // sequence when it belongs to the one before).

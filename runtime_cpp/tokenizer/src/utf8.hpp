@@ -30,6 +30,9 @@ std::string repair(std::string_view bytes);
 // True when bytes are valid UTF-8 (no repair needed).
 bool is_valid(std::string_view bytes);
 
+// True when bytes are exactly one valid UTF-8 character (a JSON "char" field of tokenizer.json).
+bool is_one_character(std::string_view bytes);
+
 // The length of the longest prefix that does not end inside an incomplete (but still possibly valid)
 // sequence: repair(bytes.substr(0, n)) + repair(bytes.substr(n)) == repair(bytes).
 size_t complete_prefix(std::string_view bytes);
