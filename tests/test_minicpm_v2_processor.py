@@ -28,6 +28,7 @@ from graphsurgeon.models.minicpm_v2.processor import (  # noqa: E402
     ImageError,
     load_and_preprocess,
     open_image,
+    patch_rows,
     preprocess,
     resize_h_then_v,
 )
@@ -195,6 +196,52 @@ def test_a_single_resize_call_under_pillow_13_is_not_the_official_pixels() -> No
     want = entry["outputs"][0]["u8"]
     assert sha(resize_h_then_v(image, (448, 448)).tobytes()) == want
     assert sha(image.resize((448, 448), Image.Resampling.BICUBIC).tobytes()) != want
+
+
+# --- patch rows -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("height", "width", "channels"), [(14, 14, 1), (28, 42, 5), (56, 14, 3), (14, 70, 2)]
+)
+def test_patch_rows_times_the_flattened_conv_weight_is_torchs_patch_conv(
+    height: int, width: int, channels: int
+) -> None:
+    """torch's conv2d (stride = kernel = 14, no bias) is the oracle, in float64 on float32-representable
+    pixels (patch_rows gives float32 rows, copied exactly). Integer-valued inputs make every sum exact, so any
+    order of summation gives the same bits and the comparison can be exact; random reals are compared too, to
+    a float64 rounding bound."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(height * 1000 + width + channels)
+    for pixels, weight, tolerance in [
+        (rng.integers(-8, 9, (3, height, width)), rng.integers(-8, 9, (channels, 3, 14, 14)), 0.0),
+        (rng.standard_normal((3, height, width)), rng.standard_normal((channels, 3, 14, 14)), 1e-12),
+    ]:
+        x, w = pixels.astype(np.float32).astype(np.float64), weight.astype(np.float64)
+        conv = torch.nn.functional.conv2d(torch.from_numpy(x)[None], torch.from_numpy(w), stride=14)[0]
+        want = conv.reshape(channels, -1).T.numpy()  # [grid row-major, C]
+        rows = patch_rows(x)
+        assert rows.shape == ((height // 14) * (width // 14), 3 * 14 * 14) and rows.dtype == np.float32
+        got = rows.astype(np.float64) @ w.reshape(channels, -1).T
+        if tolerance == 0.0:
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=0, atol=tolerance)
+
+
+def test_patch_rows_copies_patch_pixels_in_channel_row_column_order() -> None:
+    pixels = np.arange(3 * 28 * 42, dtype=np.float32).reshape(3, 28, 42)
+    rows = patch_rows(pixels)
+    assert rows.dtype == np.float32 and rows.flags.c_contiguous
+    # patch (gy=1, gx=2) is row 1 * 3 + 2; its column c*196 + ky*14 + kx is pixel (c, 14 + ky, 28 + kx)
+    np.testing.assert_array_equal(rows[5].reshape(3, 14, 14), pixels[:, 14:28, 28:42])
+    assert patch_rows(np.zeros((3, 8, 12), np.float32), patch_size=4).shape == (6, 48)
+
+
+@pytest.mark.parametrize("shape", [(3, 15, 14), (3, 14, 13), (3, 28, 27)])
+def test_patch_rows_refuses_pixels_not_in_whole_patches(shape: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match="is not a whole number of 14x14 patches"):
+        patch_rows(np.zeros(shape, np.float32))
 
 
 # --- bad input ------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The C++ runtime's layout (runtime_cpp/README.md, "Adding a runtime family"): a family lives in its own
-folder, runtime_cpp/families/<name>/, registered by one gsurg_add_family call, and the shared parts name no
-family, so adding one edits no shared file."""
+folder, runtime_cpp/families/<name>/, registered by one gsurg_add_family call (a family whose runner is not
+written yet is listed in UNREGISTERED instead), and the shared parts name no family, so adding one edits no
+shared file."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ FAMILY_WORD = re.compile(r"penguin|qwen", re.IGNORECASE)
 # The one exception: the tokenizer reads tokenizer.json files whose pre-tokenizer is the one HF calls
 # Qwen2's (its Split regex); "Qwen2" there names that file format, not a runtime family.
 FORMAT_NAMES = {"tokenizer": re.compile(r"qwen2", re.IGNORECASE)}
+
+
+# Families in progress, whose runner (and so the ENTRY gsurg_add_family needs) has not landed: their
+# CMakeLists.txt builds only their own libraries and tests, no gsurg_add_family call and nothing in
+# gsurg_runner, until the family's one registration replaces that and its name leaves this set.
+UNREGISTERED = {"minicpm_v2"}
 
 
 def shared_sources() -> list[Path]:
@@ -52,11 +59,19 @@ def test_shared_source_names_no_family(path: Path) -> None:
 def test_every_family_registers_itself() -> None:
     dirs = family_dirs()
     assert {d.name for d in dirs} >= {"penguin_vl", "qwen3_vl"}
+    assert {d.name for d in dirs} >= UNREGISTERED, "a family in progress is listed but has no folder"
     for d in dirs:
         cmake = d / "CMakeLists.txt"
         assert cmake.is_file(), f"{d.name} has no CMakeLists.txt"
-        calls = re.findall(r"^\s*gsurg_add_family\(\s*NAME\s+(\w+)", cmake.read_text(), re.MULTILINE)
-        assert calls == [d.name], f"{cmake}: expected one gsurg_add_family(NAME {d.name} ...), found {calls}"
+        text = cmake.read_text()
+        calls = re.findall(r"^\s*gsurg_add_family\(\s*NAME\s+(\w+)", text, re.MULTILINE)
+        if d.name in UNREGISTERED:
+            assert calls == [], f"{cmake} registers the family: take {d.name} off UNREGISTERED"
+            assert "gsurg_runner" not in text, f"{cmake}: a family in progress adds nothing to gsurg_runner"
+        else:
+            assert calls == [d.name], (
+                f"{cmake}: expected one gsurg_add_family(NAME {d.name} ...), found {calls}"
+            )
 
 
 def test_no_hand_written_family_table() -> None:

@@ -15,7 +15,8 @@ Per image:
    by the reciprocal);
 5. each image a ``[3, H, W]`` array at its own size (a list, not a batch; no patch reshaping in V-2), with
    ``tgt_size = (H // 14, W // 14)``, the patch grid the resampler gets (the official ``ceil(H / 14)``;
-   every side is a multiple of 14).
+   every side is a multiple of 14). ``patch_rows`` lays one out as the rows the exported vision net's patch
+   embedding (a matrix product) takes.
 
 Why two resize calls: Pillow runs a 2-D resize as two separable passes with the image rounded to uint8 in
 between, so the pass order changes pixels. Pillow up to 12.1 (the official 10.1.0) always runs the
