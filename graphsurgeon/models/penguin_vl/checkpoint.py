@@ -13,6 +13,7 @@ Non-persistent ``rotary_emb.inv_freq`` buffers, if a checkpoint carries them, ar
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,10 +75,13 @@ def _ignorable(name: str, tied: bool) -> bool:
     return name.endswith("rotary_emb.inv_freq") or (tied and name == "lm_head.weight")
 
 
-def load_tensors(folder: Path | str, cfg: PenguinConfig) -> dict[str, torch.Tensor]:
+def load_tensors(
+    folder: Path | str, cfg: PenguinConfig, rows: Callable[[str], int | None] = lambda name: None
+) -> dict[str, torch.Tensor]:
     """Every tensor of ``tensor_shapes(cfg)`` as fp32 torch tensors (``common.checkpoint_tensors``: a
     missing, unexpected or misshapen tensor, or one that is not a float, is a ``CheckpointError`` naming its
-    file and the tensor)."""
+    file and the tensor); ``rows(name)``: read only that many first rows (0: leave the tensor out), every
+    tensor still checked."""
     tied = cfg.text.tie_word_embeddings
     return load_checked_tensors(
         Path(folder),
@@ -92,6 +96,7 @@ def load_tensors(folder: Path | str, cfg: PenguinConfig) -> dict[str, torch.Tens
             ),
         ),
         ignorable=lambda name: _ignorable(name, tied),
+        rows=rows,
     )
 
 

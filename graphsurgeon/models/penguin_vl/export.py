@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -32,6 +32,7 @@ from .calibration import PenguinSamples, calibration_image
 from .config import load_files
 from .model import PenguinVL, load_model
 from .parts import VisionEmbedPatch, VisionEncoder, VisionProjector, vision_rope_inputs
+from .short_model import load_short_model
 
 EXAMPLE_GRID = (3, 5)
 
@@ -45,15 +46,48 @@ def text_model(model: PenguinVL) -> Qwen3ForCausalLM:
     return qwen.eval().requires_grad_(False)
 
 
+def _count(variables: Mapping[str, Any], name: str) -> int:
+    value = variables.get(name, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ExportError(f"the penguin_vl source: {name} must be an integer >= 0, not {value!r}")
+    return value
+
+
 def build(variables: Mapping[str, Any], checkpoint: Path | None) -> Sequence[ExportSpec]:
+    """The six parts; with ``export_llm_layers``, ``export_vision_layers`` and ``export_vocab_rows`` (0:
+    everything, the default) a short model (``short_model``) that the rule file grows back, which then has
+    no calibration samples (they come from the whole reference: a calibrated storage traces everything)."""
     if checkpoint is None:
         raise ExportError("the penguin_vl source needs a checkpoint folder")
     rope = variables.get("rope", "fused")
     if rope not in ("fused", "explicit"):
         raise ExportError(f"the penguin_vl source: rope must be 'fused' or 'explicit', not {rope!r}")
     files = load_files(checkpoint)
+    cut = [_count(variables, f"export_{k}") for k in ("llm_layers", "vision_layers", "vocab_rows")]
+    if any(cut):
+        storage = variables.get("storage", "fp32")
+        if storage not in ("fp32", "bf16"):  # calibrated: its samples come from the whole reference
+            raise ExportError(
+                f"the penguin_vl source: storage {storage} calibrates on the whole model's activations; "
+                "trace it all (export_llm_layers, export_vision_layers and export_vocab_rows 0)"
+            )
+        big = 1 << 62  # 0 asks for all of them
+        llm_layers, vision_layers, vocab_rows = (n or big for n in cut)
+        model = load_short_model(checkpoint, llm_layers, vision_layers, vocab_rows, files=files)
+        return _specs(model, rope, None, variables, checkpoint)
     model = load_model(checkpoint, files)
-    samples = PenguinSamples(model, files, calibration_image(variables))
+    return _specs(
+        model, rope, PenguinSamples(model, files, calibration_image(variables)), variables, checkpoint
+    )
+
+
+def _specs(
+    model: PenguinVL,
+    rope: Literal["fused", "explicit"],
+    samples: PenguinSamples | None,
+    variables: Mapping[str, Any],
+    checkpoint: Path,
+) -> list[ExportSpec]:
     vcfg = model.config.vision
     n = EXAMPLE_GRID[0] * EXAMPLE_GRID[1]
     gen = torch.Generator().manual_seed(0)
@@ -67,22 +101,23 @@ def build(variables: Mapping[str, Any], checkpoint: Path | None) -> Sequence[Exp
             VisionEmbedPatch(model).eval(),
             (pixels,),
             patches,
-            samples.vision("vision_embed_patch"),
+            samples.vision("vision_embed_patch") if samples else None,
         ),
         ExportSpec(
             "vision_encoder",
             VisionEncoder(model, rope).eval(),
             (hidden, cos, sin),
             {"patches": [(0, 1), (1, 1), (2, 1)]},
-            samples.vision("vision_encoder"),
+            samples.vision("vision_encoder") if samples else None,
         ),
         ExportSpec(
             "vision_projector",
             VisionProjector(model).eval(),
             (hidden,),
             patches,
-            samples.vision("vision_projector"),
+            samples.vision("vision_projector") if samples else None,
         ),
     ]
-    llm = build_llm(variables, checkpoint, model=text_model(model), prompts=samples.prompts)
+    prompts = samples.prompts if samples else None
+    llm = build_llm(variables, checkpoint, model=text_model(model), prompts=prompts)
     return [*vision, *llm]
