@@ -9,8 +9,10 @@ adds that read it (looking through Splits); the last ``adds`` adds are the last 
 transformer layer: after attention, after the MLP). The layer is every layer on a path from the stream
 blob before it to its last add's output: its norms, projections, attention and adds. Blobs the layer reads
 from outside (RoPE tables, the mask, Splits of them) are read by every copy too; Splits for the new
-readers are added and merged into the existing ones. Copies are chained (each reads the one before) and
-placed after the last layer, in order; whatever read the last layer's output reads the last copy's. So the
+readers are added and merged into the existing ones; a Split branch the template leaves unread (a graph
+output: a tap) is not copied. Copies are chained (each reads the one before) and
+placed after the last layer, in order; whatever read the last layer's output reads the last copy's (and
+when nothing read it, a graph output, the last copy's output takes its name). So the
 graph, and the order of the weights in its ``.bin``, is what exporting every layer gives.
 
 **The weights.** Every weight of the template layer must be a checkpoint tensor, whole or one row range of
@@ -182,8 +184,12 @@ def repeat_last_layer(
             f"{where}: repeat: index {spec.index!r} must have exactly one group (the layer number)"
         )
     sources, number = _sources(block, WeightMatcher(ckpt), index, where)
-    inside = {b.name for x in block for b in x.outputs}
     readers = [c for c in graph.blob(end).consumers if c not in block]
+    output = None if readers else end  # a graph output: the last copy's end takes its name
+    if output is not None:
+        end = fresh_name(f"{output}_r0", graph.blobs)
+        graph.rename_blob(output, end)
+    inside = {b.name for x in block for b in x.outputs}
     at = graph.layers.index(block[-1]) + 1
     taken_layers = {x.name for x in graph.layers}
     previous = end
@@ -191,11 +197,14 @@ def repeat_last_layer(
         renamed = {start: previous}
         for name in sorted(inside):
             renamed[name] = fresh_name(f"{name}_r{c}", graph.blobs, renamed.values())
+        if c == spec.times and output is not None:
+            renamed[end] = output
         for layer in block:
             name = fresh_name(f"{layer.name}_r{c}", taken_layers)
             taken_layers.add(name)
             ins = [renamed.get(b.name, b.name) for b in layer.inputs]
-            outs = [renamed[b.name] for b in layer.outputs]
+            kept = [b for b in layer.outputs if b.consumers or b.name == end or layer.type != "Split"]
+            outs = [renamed[b.name] for b in kept]  # a Split's graph-output branch is not copied
             made = graph.add_layer(layer.type, name, ins, outs, dict(layer.params), index=at)
             at += 1
             for slot, weight in layer.weights.items():
