@@ -459,6 +459,7 @@ def vision_facts(vision: VisionConfig) -> dict[str, Any]:
         "num_position_embeddings": vision.num_position_embeddings,
         "grid_side": vision.grid_side,
         "deepstack_visual_indexes": list(vision.deepstack_visual_indexes),
+        "last_deepstack_block": max(vision.deepstack_visual_indexes, default=-1),
         "hidden_act": vision.hidden_act,
         "rope_theta": vision.rope_theta,
     }

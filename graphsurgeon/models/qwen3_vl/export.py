@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 POS_EMBED_TENSOR = "model.visual.pos_embed.weight"
+EMBED_TENSOR = "model.language_model.embed_tokens.weight"
+HEAD_TENSOR = "lm_head.weight"
 
 
 class PosEmbedPart(nn.Module):
@@ -104,7 +106,62 @@ def load_hf(folder: Path) -> Qwen3VLForConditionalGeneration:
     return model.eval().requires_grad_(False)
 
 
+def load_short_hf(
+    folder: Path, llm_layers: int, vision_layers: int, vocab_rows: int
+) -> Qwen3VLForConditionalGeneration:
+    """HF's model of the folder cut to what a short export traces (after ``check_tensors``, every tensor of
+    the whole model): the first ``llm_layers`` text layers and ``vision_layers`` ViT blocks (0: all), and
+    the first ``vocab_rows`` rows of the embedding (and of an untied head). Only those tensors are read."""
+    import transformers
+    from safetensors import safe_open
+
+    from graphsurgeon.formats.safetensors import Checkpoint
+
+    check_tensors(folder)
+    config = transformers.AutoConfig.from_pretrained(str(folder))
+    text, vision = config.text_config, config.vision_config
+    if llm_layers:
+        text.num_hidden_layers = min(llm_layers, int(text.num_hidden_layers))
+        if getattr(text, "layer_types", None):
+            text.layer_types = text.layer_types[: text.num_hidden_layers]
+    if vision_layers:
+        vision.depth = min(vision_layers, int(vision.depth))
+    rows = min(vocab_rows, int(text.vocab_size)) if vocab_rows else 0
+    if rows:
+        text.vocab_size = rows
+    model = transformers.Qwen3VLForConditionalGeneration.from_pretrained(
+        str(folder), config=config, dtype=torch.float32, ignore_mismatched_sizes=bool(rows)
+    )
+    if rows:  # the mismatched matrices were initialised at random: their first rows, from the checkpoint
+        ckpt = Checkpoint(str(checkpoint_file(folder)))
+        try:
+            files = {
+                name: ckpt.tensors[name].file for name in (EMBED_TENSOR, HEAD_TENSOR) if name in ckpt.tensors
+            }
+        finally:
+            ckpt.close()
+        targets = {EMBED_TENSOR: model.model.language_model.embed_tokens.weight}
+        if not config.tie_word_embeddings:
+            targets[HEAD_TENSOR] = model.lm_head.weight
+        with torch.no_grad():
+            for name, param in targets.items():
+                with safe_open(files[name], framework="pt") as fh:
+                    param.copy_(fh.get_slice(name)[:rows].to(torch.float32))
+    return model.eval().requires_grad_(False)
+
+
+def _count(variables: Mapping[str, Any], name: str) -> int:
+    value = variables.get(name, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ExportError(f"the qwen3_vl source: {name} must be an integer >= 0, not {value!r}")
+    return value
+
+
 def build(variables: Mapping[str, Any], checkpoint: Path | None) -> Sequence[ExportSpec]:
+    """Every part; with ``export_llm_layers``, ``export_vision_layers`` and ``export_vocab_rows`` (0: all,
+    the default) a short model (``load_short_hf``) that the rule file grows back. The short stacks must
+    hold the DeepStack wiring: the text layers the features are added after plus one, the ViT blocks up to
+    the last tap plus two (the copied block must not be a tap's nor feed one)."""
     if checkpoint is None:
         raise ExportError("the qwen3_vl source needs a checkpoint folder (config.json + safetensors)")
     length = variables.get("export_length", EXAMPLE_LENGTH)
@@ -118,7 +175,24 @@ def build(variables: Mapping[str, Any], checkpoint: Path | None) -> Sequence[Exp
             f"{cfg.deepstack_layers} taps, but the rule file converts {declared} DeepStack mergers (its "
             "graphs deepstack_merger0..)"
         )
-    hf = load_hf(checkpoint)
+    llm_layers, vision_layers, vocab_rows = (
+        _count(variables, f"export_{k}") for k in ("llm_layers", "vision_layers", "vocab_rows")
+    )
+    taps = cfg.deepstack_layers
+    last = max(cfg.vision.deepstack_visual_indexes, default=-1)
+    if llm_layers and llm_layers < taps + 1:
+        raise ExportError(
+            f"the qwen3_vl source: export_llm_layers must be at least {taps + 1} (0: all), not {llm_layers}"
+        )
+    if vision_layers and vision_layers < last + 2:
+        raise ExportError(
+            f"the qwen3_vl source: export_vision_layers must be at least {last + 2} (0: all), not "
+            f"{vision_layers}"
+        )
+    if llm_layers or vision_layers or vocab_rows:
+        hf = load_short_hf(checkpoint, llm_layers, vision_layers, vocab_rows)
+    else:
+        hf = load_hf(checkpoint)
     specs = part_specs(hf, EXAMPLE_GRID, length)
     rows = int(hf.model.visual.pos_embed.num_embeddings)
     ids = torch.arange(min(rows, 6), dtype=torch.int64)[None]
