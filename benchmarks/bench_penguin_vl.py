@@ -190,6 +190,7 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--skip-verify", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="K=V", help="passed to apply (repeatable)")
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="gsurg-bench-penguin-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -204,11 +205,13 @@ def main() -> int:
         shutil.rmtree(out, ignore_errors=True)
         gsurg = [sys.executable, "-m", "graphsurgeon.cli"]
         argv = [*gsurg, "apply", str(REPO / "rules" / "penguin_vl.yaml"), "-v", "--out", str(out)]
-        wall, rss, marks = run_measured([*argv, "--set", f"checkpoint={ckpt}"])
+        extra = [x for setting in args.set for x in ("--set", setting)]
+        wall, rss, marks = run_measured([*argv, "--set", f"checkpoint={ckpt}", *extra])
         surgery_start = min((t for k, t in marks.items() if k.startswith("graph ")), default=0.0)
         written = [p for p in out.iterdir() if p.is_file()]
         out_bytes = sum(p.stat().st_size for p in written)
         copy = work / "copy"
+        shutil.rmtree(copy, ignore_errors=True)
         copy.mkdir()
         t0 = time.perf_counter()
         for p in written:
