@@ -191,6 +191,7 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--skip-verify", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="K=V", help="passed to apply (repeatable)")
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="gsurg-bench-qwen3-vl-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -206,7 +207,8 @@ def main() -> int:
         gsurg = [sys.executable, "-m", "graphsurgeon.cli"]
         argv = [*gsurg, "apply", str(REPO / "rules" / "qwen3_vl.yaml"), "-v", "--out", str(out)]
         t_start = time.perf_counter()
-        wall, rss, lines, _ = run_measured([*argv, "--set", f"checkpoint={ckpt}"])
+        extra = [x for setting in args.set for x in ("--set", setting)]
+        wall, rss, lines, _ = run_measured([*argv, "--set", f"checkpoint={ckpt}", *extra])
         marks = stage_starts(lines, t_start)
         written = [p for p in out.iterdir() if p.is_file()]
         out_bytes = sum(p.stat().st_size for p in written)
