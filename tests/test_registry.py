@@ -19,7 +19,7 @@ from graphsurgeon.rewrite.yaml_source import RuleFileError
 from tests.conftest import REPO
 
 PACKAGE = REPO / "graphsurgeon"
-SHIPPED = {"qwen3_llm", "penguin_vl", "qwen3_vl"}
+SHIPPED = {"qwen3_llm", "penguin_vl", "qwen3_vl", "minicpm_v2"}
 
 
 def test_every_shipped_family_is_found_with_its_rule_file_and_tiny_checkpoint() -> None:
@@ -120,7 +120,7 @@ def test_gsurg_conversions_lists_each_family_with_what_it_needs(capsys: pytest.C
     assert listed["qwen3_vl"]["rules"].endswith("qwen3_vl.yaml")
     assert main(["conversions"]) == 0
     text = capsys.readouterr().out
-    assert "gsurg apply penguin_vl [--checkpoint DIR]" in text and "3 conversions" in text
+    assert "gsurg apply penguin_vl [--checkpoint DIR]" in text and f"{len(listed)} conversions" in text
 
 
 def test_apply_by_name_refuses_an_unknown_name_listing_the_known(capsys: pytest.CaptureFixture[str]) -> None:
