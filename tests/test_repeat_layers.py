@@ -18,8 +18,9 @@ from graphsurgeon.formats.model_bin import read_bin
 from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.formats.safetensors import Checkpoint
 from graphsurgeon.ir.graph import Graph
+from graphsurgeon.ir.residual import residual_stream
 from graphsurgeon.ir.weights import Weight
-from graphsurgeon.pipeline.repeat_layers import RepeatError, repeat_last_layer, residual_stream
+from graphsurgeon.pipeline.repeat_layers import RepeatError, repeat_last_layer
 from graphsurgeon.rewrite.sections import RepeatSpec
 from tests.conftest import REPO
 

@@ -32,9 +32,10 @@ from collections.abc import Mapping
 
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.safetensors import Checkpoint
-from graphsurgeon.ir.graph import Blob, Graph, Layer
+from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.names import fresh_name
 from graphsurgeon.ir.passes import insert_splits, merge_chained_splits
+from graphsurgeon.ir.residual import residual_stream
 from graphsurgeon.ir.weights import Storage
 from graphsurgeon.pipeline.weight_pairing import WeightMatcher
 from graphsurgeon.rewrite.sections import RepeatSpec
@@ -51,42 +52,6 @@ _STORAGE_NAMES: dict[Storage, str | None] = {
 
 class RepeatError(GsurgError):
     """A short stack ``repeat`` cannot grow: no such stream, too few layers, a weight without a tensor."""
-
-
-def _readers(blob: Blob) -> list[Layer]:
-    """The layers that read ``blob``, looking through Splits (they share the data)."""
-    out: list[Layer] = []
-    for layer in blob.consumers:
-        if layer.type == "Split":
-            for copy in layer.outputs:
-                out.extend(_readers(copy))
-        else:
-            out.append(layer)
-    return out
-
-
-def _is_add(layer: Layer) -> bool:
-    """A two-input elementwise add (BinaryOp op_type 0 without a scalar)."""
-    return (
-        layer.type == "BinaryOp"
-        and layer.get("op_type") == 0
-        and not layer.get("with_scalar")
-        and len(layer.inputs) == 2
-    )
-
-
-def residual_stream(graph: Graph, start: str) -> list[str]:
-    """The blobs of a residual stream in order, after ``start``: each step is the one two-input add that
-    reads the current stream blob; its output is the next. Stops where no such add (or more than one)
-    reads the stream. ``start`` must be a blob of the graph (``KeyError`` otherwise)."""
-    stream = graph.blob(start)
-    out: list[str] = []
-    while True:
-        adds = [x for x in _readers(stream) if _is_add(x)]
-        if len(adds) != 1:
-            return out
-        stream = adds[0].outputs[0]
-        out.append(stream.name)
 
 
 def _closure(seeds: list[Layer], step: str) -> set[int]:
