@@ -8,13 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from graphsurgeon.verify.criteria import kl_divergence
 from graphsurgeon.verify.report import StageResult, TokenResult, VerifyReport, compare, failed
 from graphsurgeon.verify.run import VerifyOptions
+
+if TYPE_CHECKING:
+    from PIL import Image as PILImage
 
 #: The images of the shared corpus, when the package runs from a checkout that has ``../shared`` beside it.
 CORPUS_IMAGES = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "images"
@@ -38,6 +41,17 @@ def corpus_images() -> list[Path]:
     """The corpus's images by name, which the verifiers take as default images from a checkout; empty where
     there is no corpus (an installed wheel), and the verifiers generate theirs."""
     return sorted(p for p in CORPUS_IMAGES.iterdir() if p.is_file()) if CORPUS_IMAGES.is_dir() else []
+
+
+def generated_image(width: int, height: int, seed: int) -> PILImage.Image:
+    """A deterministic RGB picture (gradients, stripes and seeded noise) for a verifier without corpus
+    images: every pixel differs from its neighbours, so resizes and patch orders show."""
+    from PIL import Image as PIL
+
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    noise = np.random.default_rng(seed).integers(0, 64, size=(height, width, 3))
+    base = np.stack([255 * x / width, 255 * y / height, 127.5 * (1 + np.sin((x + 2 * y) / 17.0))], axis=-1)
+    return PIL.fromarray(np.clip(base * 0.75 + noise, 0, 255).astype(np.uint8), "RGB")
 
 
 def say(options: VerifyOptions, message: str) -> None:

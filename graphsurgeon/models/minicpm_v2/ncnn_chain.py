@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -29,6 +29,7 @@ import numpy as np
 
 from graphsurgeon.formats.model_json import check_model_json
 from graphsurgeon.formats.param_text import read_param_text
+from graphsurgeon.models.common.llm_greedy import Generation, greedy
 from graphsurgeon.models.common.ncnn_stages import residual_stream
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.llm_chain import LlmChain
@@ -88,14 +89,6 @@ class ImageResult:
     @property
     def features(self) -> np.ndarray | None:
         return self.values[-1] if not self.error else None
-
-
-@dataclass
-class Generation:
-    prefill_logits: np.ndarray | None = None
-    decode_logits: list[np.ndarray] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)
-    error: str = ""
 
 
 def _run(
@@ -233,26 +226,8 @@ class MiniCPMV2Ncnn:
     def generate(
         self, embeds: np.ndarray, max_new_tokens: int, forced: Sequence[int] | None = None
     ) -> Generation:
-        """Prefill, then one token per step (teacher-forced with ``forced``); as Penguin-VL's chain."""
-        result = Generation()
-        try:
-            with self.llm.session() as session:
-                step = session.prefill(embeds)
-                logits = self.llm.logits(step.hidden[-1:])[-1]
-                result.prefill_logits = logits
-                limit = max_new_tokens if forced is None else len(forced)
-                while len(result.tokens) < limit:
-                    token = int(np.argmax(logits))
-                    result.tokens.append(token)
-                    fed = token if forced is None else int(forced[len(result.tokens) - 1])
-                    if len(result.tokens) == limit or (forced is None and token in self.eos_ids):
-                        break
-                    step = session.decode_step(self.llm.embed([fed]))
-                    logits = self.llm.logits(step.hidden[-1:])[-1]
-                    result.decode_logits.append(logits)
-        except VerifyError as err:
-            result.error = str(err)
-        return result
+        """Greedy decoding from ``embeds`` to an EOS id of ``model.json`` (``common.llm_greedy``)."""
+        return greedy(self.llm, embeds, max_new_tokens, self.eos_ids, forced)
 
     def close(self) -> None:
         self.llm.close()

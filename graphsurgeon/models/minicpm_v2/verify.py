@@ -36,6 +36,7 @@ from graphsurgeon.models.common.verify_stages import (
     chained_stages,
     compare_sized,
     corpus_images,
+    generated_image,
     generation_stages,
     say,
 )
@@ -83,15 +84,6 @@ class Expected(SharedExpected):
 
     images: list[list[list[np.ndarray]]] = field(default_factory=list)
     ids: list[list[int]] = field(default_factory=list)
-
-
-def generated_image(width: int, height: int, seed: int) -> PILImage.Image:
-    from PIL import Image as PIL
-
-    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
-    noise = np.random.default_rng(seed).integers(0, 64, size=(height, width, 3))
-    base = np.stack([255 * x / width, 255 * y / height, 127.5 * (1 + np.sin((x + 2 * y) / 17.0))], axis=-1)
-    return PIL.fromarray(np.clip(base * 0.75 + noise, 0, 255).astype(np.uint8), "RGB")
 
 
 def default_images() -> list[tuple[str, PILImage.Image]]:
