@@ -3,7 +3,8 @@
 # (runtime_cpp/tests/check_preprocess_minicpmv2.py): the Python processor graphsurgeon/models/minicpm_v2
 # (itself checked against the official code under Pillow 10.1.0) and Pillow for the plans and every uint8 and
 # float32 image, torch's F.interpolate for the resampled position table, numpy for the sin-cos table.
-gsurg_preprocess_dump(minicpm_v2_preprocess_dump tests/minicpm_v2_preprocess_dump.cpp gsurg_minicpm_v2_preprocess)
+gsurg_preprocess_dump(minicpm_v2_preprocess_dump tests/minicpm_v2_preprocess_dump.cpp gsurg_minicpm_v2_preprocess
+  gsurg_minicpm_v2_positions)
 
 if(NOT GSURG_PYTHON)
   message(WARNING "minicpm_v2: no Python found (set GSURG_PYTHON): its parity tests are not registered")
