@@ -2,7 +2,7 @@
 // family's preprocessing lays them out (e.g. raster order). What a family's image processor or a
 // --pixel-values dump gives.
 //
-// A family whose processor cuts one image into several grids (MiniCPM-V's overview and its slices) gives
+// A family whose processor cuts one image into several grids (an overview and a grid of slices) gives
 // the first grid in the fields above and the others in `parts`, in the processor's order, with how they
 // are arranged (`parts_rows` x `parts_cols`), which its prompt spells out. A one-grid image (every other
 // family's, every --pixel-values file) leaves parts empty and both counts 0; the core only passes the
