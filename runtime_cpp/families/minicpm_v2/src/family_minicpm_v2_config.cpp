@@ -132,7 +132,8 @@ void read_resampler(MiniCpmV2Resampler& r, const JsonDoc& doc, const ModelConfig
 void require_halves(const JsonDoc& doc, const char* key, const nlohmann::json& v) {
   bool halves = v.is_array() && v.size() == 3;
   for (size_t i = 0; halves && i < 3; ++i) halves = v[i].is_number() && v[i].get<double>() == 0.5;
-  if (!halves) doc.fail(key, "must be [0.5, 0.5, 0.5] (the normalisation this runtime implements), not " + v.dump());
+  if (!halves)
+    doc.fail(key, "must be [0.5, 0.5, 0.5] (the normalisation this runtime implements), not " + v.dump());
 }
 
 // image_processor: the slicing settings the processor reads (checked here, with the file's name), and the

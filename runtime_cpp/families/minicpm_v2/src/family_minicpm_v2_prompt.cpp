@@ -102,7 +102,8 @@ std::vector<int> MiniCpmV2Family::prompt_ids(const Tokenizer& tok, const std::st
       throw Error(settings_.tokenizer_json + ": " +
                   (id < 0 ? std::string("no token \"") + m.text + "\""
                           : "\"" + m.text + "\" is id " + std::to_string(id)) +
-                  ", but model.json " + m.key + " is " + std::to_string(m.id) + " (the image placeholders need it)");
+                  ", but model.json " + m.key + " is " + std::to_string(m.id) +
+                  " (the image placeholders need it)");
     if (m.id != p.placeholder_id && user_text.find(m.text) != std::string::npos)
       throw Error("the prompt text contains the image marker \"" + m.text + "\" (model.json " + m.key +
                   "); images are given with --image");

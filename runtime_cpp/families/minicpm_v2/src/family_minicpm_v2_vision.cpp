@@ -91,7 +91,8 @@ std::vector<float> MiniCpmV2VisionTower::encode(const PatchInput& in) const {
                 std::to_string(in.grid_h) + "x" + std::to_string(in.grid_w) + " grid of " +
                 std::to_string(in.patch_dim) + "-value patches");
   if (in.patch_dim != v.patch_dim)
-    throw Error("image patches have " + std::to_string(in.patch_dim) + " values each; model.json vision.patch_dim is " +
+    throw Error("image patches have " + std::to_string(in.patch_dim) +
+                " values each; model.json vision.patch_dim is " +
                 std::to_string(v.patch_dim));
   const std::vector<float> pos =
       minicpm_v2::resample_pos_table(table_, v.grid_side, v.hidden, in.grid_h, in.grid_w);
