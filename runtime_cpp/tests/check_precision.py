@@ -1,7 +1,9 @@
 """ctest checks of the runners' block-quantized and fp16 paths against the ``ncnn`` wheel running the same
 converted nets in Python (``graphsurgeon/models/penguin_vl/ncnn_chain.py`` ``PenguinNcnn``,
-``graphsurgeon/models/qwen3_vl/ncnn_chain.py`` ``Qwen3VLNcnn``): both sides are ncnn 1.0.20261020 on the same
-CPU, so their greedy tokens must be equal, not close — except where the build's int8 kernels are not the
+``graphsurgeon/models/qwen3_vl/ncnn_chain.py`` ``Qwen3VLNcnn``,
+``graphsurgeon/models/minicpm_v2/ncnn_chain.py`` ``MiniCPMV2Ncnn`` through its side in
+``families/minicpm_v2/tests/minicpm_v2_precision.py``): both sides are ncnn 1.0.20261020 on the same CPU,
+so their greedy tokens must be equal, not close — except where the build's int8 kernels are not the
 wheel's. ncnn's 8-bit Gemm is written per instruction set (the wheel here dispatches to its AVX-512 VNNI
 kernels; the mingw build is the lean AVX2 one, the aarch64 build NEON): each sums its per-block rescaled
 products in its own order, the tiny random models amplify those last bits, and the mingw build's int8 tokens
@@ -21,9 +23,9 @@ prompts, once mapped and once with ``--no-mmap``, above a regression bound (``IN
 NEON 8-bit kernel rounds otherwise than the wheel's, and with the image the tiny Penguin-VL's first greedy
 token already depends on those last bits.
 
-    check_precision.py convert --family penguin_vl|qwen3_vl --quantized int8=DIR [--quantized int4=DIR]
-                       [--quantized bf16=DIR]
-    check_precision.py check --family penguin_vl|qwen3_vl --runner EXE --model DIR
+    check_precision.py convert --family penguin_vl|qwen3_vl|minicpm_v2 --quantized int8=DIR
+                       [--quantized int4=DIR] [--quantized bf16=DIR]
+    check_precision.py check --family penguin_vl|qwen3_vl|minicpm_v2 --runner EXE --model DIR
                        --quantized int8=DIR [--quantized int4=DIR] [--quantized bf16=DIR] [--wrapper CMD]
 
 (``bf16`` is not quantized: the weights stored in half the bytes, exactly for a bf16 checkpoint; it rides
@@ -116,8 +118,9 @@ INT8_ON_ARM_BOUNDS = {"penguin_vl": 0.85, "qwen3_vl": 0.90}
 #: = 64.1 % (text-only 27/32, the image prompt 14/32), Qwen3-VL 51/64 = 79.7 % (25/32, 26/32); mingw under
 #: wine and aarch64 under qemu (the NEON instance) 65.6 % / 81.2 %. The tiny random LLM halves amplify the
 #: input's rounding as they do ncnn's own 8-bit path, whose int8 conversion agrees with fp32 at 50.4 % /
-#: 62.9 % on them (README); less a margin: regression bounds.
-W4A8_BOUNDS = {"penguin_vl": 0.55, "qwen3_vl": 0.70}
+#: 62.9 % on them (README); less a margin: regression bounds. MiniCPM-V-2 (untied, the embed net's rows),
+#: measured 2026-12-07 on Linux x86: 63/64 = 98.4 % (text-only 31/32, the image prompt 32/32).
+W4A8_BOUNDS = {"penguin_vl": 0.55, "qwen3_vl": 0.70, "minicpm_v2": 0.90}
 
 
 # --- the two families -----------------------------------------------------------------------------------
@@ -272,10 +275,25 @@ class Qwen3VLSide:
 
 
 SIDES: dict[str, type[PenguinSide] | type[Qwen3VLSide]] = {"penguin_vl": PenguinSide, "qwen3_vl": Qwen3VLSide}
+#: Families whose side is kept in their own tests folder (on the checkers' PYTHONPATH).
+FAMILY_SIDES = ("minicpm_v2",)
+
+
+def make_side(family: str, model: Path) -> Side:
+    """The family's side: from SIDES, or its own module."""
+    if family == "minicpm_v2":
+        from minicpm_v2_precision import MiniCPMV2Side
+
+        return MiniCPMV2Side(model)
+    return SIDES[family](model)
 
 
 def conversion_inputs(family: str) -> tuple[str, ...]:
     """The files a family's conversion reads (the checkers' own lists) and the quantizer."""
+    if family == "minicpm_v2":
+        from minicpm_v2_precision import CONVERSION_INPUTS as minicpm_v2_inputs
+
+        return (*minicpm_v2_inputs, *QUANTIZER_INPUTS)
     if family == "penguin_vl":
         from check_generate import CONVERSION_INPUTS as penguin_inputs
 
@@ -291,10 +309,12 @@ def conversion_inputs(family: str) -> tuple[str, ...]:
 def convert(family: str, quantized: dict[str, Path]) -> None:
     """The embedded tiny checkpoint converted at each storage into its folder (reused while newer than
     every input)."""
-    rules = REPO / SIDES[family].rules
+    rules = REPO / "rules" / f"{family}.yaml"
     for storage, out in quantized.items():
         gsurg_apply(rules, out, conversion_inputs(family), ["-q", "--set", f"storage={storage}"])
         doc = _model_doc(out, family)
+        if "embedding_matrix" not in doc:  # untied (MiniCPM-V-2): the embed net, converted at the storage too
+            continue
         entry = doc["embedding_matrix"]
         quantized_storage = storage != "bf16"
         if entry.get("storage") != storage or ("block_quant" in entry) != quantized_storage:
@@ -315,6 +335,26 @@ def opened(side: Side, model: Path, precision: Precision) -> Iterator[Any]:
         yield chain
     finally:
         chain.close()
+
+
+#: How the runner's --verbose names embedding rows read through the embed net (untied embeddings).
+EMBED_NET = "embed net "
+
+
+def embedding_rows_from(doc: dict[str, Any]) -> str:
+    """Where --verbose must say a conversion's embedding rows come from: the tied matrix's .bin, or for
+    untied embeddings (no ``embedding_matrix``) the embed net, ``EMBED_NET`` + its .bin."""
+    if "embedding_matrix" in doc:
+        return str(doc["embedding_matrix"]["bin"])
+    return EMBED_NET + str(doc["nets"]["embed"]["bin"])
+
+
+def rows_source_ok(source: str, rows_from: str) -> bool:
+    """Whether --verbose's ``source`` (after "embeddings from ") is ``rows_from``: the embed net for an
+    untied conversion, else the tied matrix's .bin and not the embed net."""
+    if rows_from.startswith(EMBED_NET):
+        return source.startswith(EMBED_NET) and rows_from[len(EMBED_NET) :] in source
+    return not source.startswith(EMBED_NET) and rows_from in source
 
 
 def runner_tokens(
@@ -385,7 +425,7 @@ def compare_case(
         raise CheckFailed(f"--verbose does not name precision {precision}: {log.strip()!r}")
     if rows_from is not None:
         source = log.partition("embeddings from ")[2].splitlines()[0] if "embeddings from " in log else ""
-        if source.startswith("embed net") or rows_from not in source:
+        if not rows_source_ok(source, rows_from):
             raise CheckFailed(
                 f"--verbose does not say the embedding rows come from {rows_from}: {log.strip()!r}"
             )
@@ -430,7 +470,7 @@ def check(
 
     # the block-quantized conversions at exact fp32 options
     for storage, model in quantized.items():
-        rows_from = _model_doc(model, side.family)["embedding_matrix"]["bin"]
+        rows_from = embedding_rows_from(_model_doc(model, side.family))
         if storage == "int8" and int8_teacher_forced:
             with opened(side, model, "fp32") as chain:
                 chain_int8 = [side.greedy(chain, case, NEW_TOKENS) for case in cases]
@@ -535,7 +575,8 @@ def check(
                     print(f"note {precision}, {case.label}: {precision_spread(got, fp32)}", flush=True)
     # corrupted block_quant entries and an unknown precision
     if "int8" in quantized:
-        bad = block_quant_cases(_model_doc(quantized["int8"], side.family))
+        int8_doc = _model_doc(quantized["int8"], side.family)
+        bad = block_quant_cases(int8_doc) if "embedding_matrix" in int8_doc else []
         text = ["--ids", ",".join(str(i) for i in cases[0].ids), "--gen", "2"]
         bad += [precision_case(text), int4_activations_case(text)]
         with tempfile.TemporaryDirectory(prefix="precision-bad-") as tmp:
@@ -579,7 +620,7 @@ def forced_agreement(
         if f"precision {precision}," not in log:
             raise CheckFailed(f"--verbose does not name precision {precision}: {log.strip()!r}")
         source = log.partition("embeddings from ")[2].partition("\n")[0]
-        if rows_from is not None and (source.startswith("embed net") or rows_from not in source):
+        if rows_from is not None and not rows_source_ok(source, rows_from):
             raise CheckFailed(f"--verbose does not say the embedding rows come from {rows_from}: {log!r}")
         if log_says is not None and log_says not in log:
             raise CheckFailed(f"--verbose does not say {log_says!r}: {log.strip()!r}")
@@ -635,7 +676,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("mode", choices=("convert", "check"))
-    parser.add_argument("--family", choices=sorted(SIDES), required=True)
+    parser.add_argument("--family", choices=sorted([*SIDES, *FAMILY_SIDES]), required=True)
     parser.add_argument("--quantized", action="append", default=[], metavar="STORAGE=DIR")
     parser.add_argument("--runner")
     parser.add_argument("--model", type=Path, help="check: the fp32 conversion")
@@ -669,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("check needs --runner EXE and --model DIR")
         model = args.model.resolve()
         runner = Runner(args.runner, model, shlex.split(args.wrapper))
-        side = SIDES[args.family](model)
+        side = make_side(args.family, model)
         with tempfile.TemporaryDirectory(prefix="precision-") as tmp:
             failures = check(
                 runner,

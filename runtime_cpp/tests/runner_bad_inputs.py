@@ -213,7 +213,7 @@ def cases(runner: Runner) -> list[BadCase]:
         BadCase(
             "model.json of another family",
             text,
-            'entry "family" is "qwen3_llm", not "penguin_vl"',
+            'entry "family" is "qwen3_llm", not "',  # then the registered families, in name order
             _set("qwen3_llm", "family"),
         ),
         BadCase("model.json of another version", text, 'entry "version" is 3, not 2', _set(3, "version")),

@@ -111,8 +111,9 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
 #endif
   std::fputc('\n', out);
   if (args.print_ids) {
-    const std::string json = ids_json(result.tokens);
-    std::fprintf(out, "{\"prompt_tokens\": %d, \"tokens\": %s}\n", result.prompt_tokens, json.c_str());
+    const std::string prompt = ids_json(ids), json = ids_json(result.tokens);
+    std::fprintf(out, "{\"prompt_tokens\": %d, \"prompt_ids\": %s, \"tokens\": %s}\n", result.prompt_tokens,
+                 prompt.c_str(), json.c_str());
   }
   std::fflush(out);
   if (args.verbose) {

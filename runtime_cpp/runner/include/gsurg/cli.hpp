@@ -3,9 +3,10 @@
 // which loads the model and its family, builds the prompt (the family's chat template + the tokenizer,
 // images through the family's preprocessing), generates and streams the text to stdout.
 // Debug/test inputs: --ids (prompt token ids instead of --prompt) and --pixel-values (a preprocessed
-// image dump instead of --image); --print-ids prints {"prompt_tokens": N, "tokens": [...]} as the last
-// stdout line; --ignore-eos generates exactly --gen tokens; --no-mmap reads embedding rows without a map;
-// --huge-pages advises transparent huge pages for large buffers (huge_pages.hpp).
+// image dump instead of --image); --print-ids prints {"prompt_tokens": N, "prompt_ids": [...], "tokens":
+// [...]} as the last stdout line (the prompt's ids as the family built them, then the new tokens);
+// --ignore-eos generates exactly --gen tokens; --no-mmap reads embedding rows without a map; --huge-pages
+// advises transparent huge pages for large buffers (huge_pages.hpp).
 #pragma once
 
 #include <cstdio>

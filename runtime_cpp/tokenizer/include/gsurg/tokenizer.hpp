@@ -3,7 +3,7 @@
 // `Tokenizer.decode(ids, skip_special_tokens=False)`:
 //   - byte-level BPE (Qwen2): normalizer NFC or none, the Qwen2 pre-tokenizer (Split on Qwen2's regex, then
 //     ByteLevel without regex), the ByteLevel decoder;
-//   - SentencePiece-style BPE (Llama, MiniCPM): characters with byte fallback ("<0xNN>" tokens), the legacy
+//   - SentencePiece-style BPE (Llama-style files): characters with byte fallback ("<0xNN>" tokens), the legacy
 //     normalizer Sequence[Prepend("▁"), Replace(" ", "▁")] and/or the Metaspace pre-tokenizer (and Split on
 //     literals, how SentencePiece user-defined pieces are written), the decoders Replace / Metaspace,
 //     ByteFallback, Fuse, Strip. src/normalizer.hpp, src/metaspace.hpp and src/spm_decoder.hpp say exactly
