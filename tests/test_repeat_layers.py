@@ -24,6 +24,7 @@ from graphsurgeon.pipeline.repeat_layers import RepeatError, repeat_last_layer
 from graphsurgeon.rewrite.sections import RepeatSpec
 from tests.conftest import REPO
 
+LAYER = r"llm\.model\.layers\.(\d+)\."  # where the tiny MiniCPM-V-2 names a layer
 TINY = REPO / "graphsurgeon" / "models" / "minicpm_v2" / "tiny"
 SHORT = f"""\
 version: 1
@@ -76,7 +77,9 @@ def test_one_copy_makes_the_second_layer_reading_its_own_tensors(
     graph = _graph(short)
     before = len(graph.layers)
     assert len(residual_stream(graph, "in0")) == 2
-    summary = repeat_last_layer(graph, RepeatSpec(stream="in0", times=1), checkpoints, "graph decoder")
+    summary = repeat_last_layer(
+        graph, RepeatSpec(stream="in0", times=1, index=LAYER), checkpoints, "graph decoder"
+    )
     assert "layer 0" in summary and "copied 1 times" in summary
     assert len(residual_stream(graph, "in0")) == 4
     copies = [x for x in graph.layers if x.name.endswith("_r1")]
@@ -93,11 +96,17 @@ def test_one_copy_makes_the_second_layer_reading_its_own_tensors(
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"stream": "nope", "times": 1}, "graph decoder: repeat: no blob 'nope'"),
+        ({"stream": "nope", "times": 1, "index": LAYER}, "graph decoder: repeat: no blob 'nope'"),
         ({"stream": "in0", "times": 1, "index": r"layers\.\d+\."}, "must have exactly one group"),
         ({"stream": "in0", "times": 1, "index": r"vpm\.blocks\.(\d+)\."}, "has no layer number where"),
-        ({"stream": "in0", "times": 1, "adds": 3}, "has 2 adds, fewer than the 3 of one layer"),
-        ({"stream": "in0", "times": 2}, "graph decoder: repeat, layer 2: "),  # the checkpoint has 0 and 1
+        (
+            {"stream": "in0", "times": 1, "adds": 3, "index": LAYER},
+            "has 2 adds, fewer than the 3 of one layer",
+        ),
+        (
+            {"stream": "in0", "times": 2, "index": LAYER},
+            "graph decoder: repeat, layer 2: ",
+        ),  # the checkpoint has 0 and 1
     ],
     ids=["no-stream", "index-without-group", "index-not-found", "too-few-adds", "no-such-layer"],
 )
@@ -119,4 +128,4 @@ def test_a_weight_no_tensor_holds_is_refused_not_copied(
     old = gemm.weights["B"]
     gemm.weights["B"] = Weight.from_array(old.numpy() * 2, load_type=old.load_type, storage=old.storage)
     with pytest.raises(RepeatError, match=f"layer {gemm.name}, weight B: no tensor of .* holds its values"):
-        repeat_last_layer(graph, RepeatSpec(stream="in0", times=1), checkpoints, "graph decoder")
+        repeat_last_layer(graph, RepeatSpec(stream="in0", times=1, index=LAYER), checkpoints, "graph decoder")

@@ -57,8 +57,8 @@ class RepeatSpec(StrictModel):
     adds: int = Field(default=2, ge=1, description="residual adds per layer (2 for a pre-norm transformer)")
     times: int = Field(ge=0, description="copies of the last layer appended after it")
     index: str = Field(
-        default=r"layers\.(\d+)\.",
-        description="a regex with one group: where a tensor name holds its layer number",
+        description="a regex with one group: where a tensor name holds its layer number (the rule file's "
+        "model names it, e.g. 'model\\.layers\\.(\\d+)\\.')",
     )
     checkpoint: str | None = Field(
         default=None,
