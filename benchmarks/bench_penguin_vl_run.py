@@ -228,11 +228,15 @@ def _ratio(ref: float, mine: float) -> str:
     return f" (×{ref / mine:.2f})" if mine > 0 else ""
 
 
-def report(sides: list[Side], threads: int, repeat: int, ref: str = "PyTorch", grid: int = GRID) -> None:
-    """The table of ``sides`` against the first (``ref``'s), then each side's tokens against its tokens."""
+def report(
+    sides: list[Side], threads: int, repeat: int, ref: str = "PyTorch", grid: int | str = GRID
+) -> None:
+    """The table of ``sides`` against the first (``ref``'s), then each side's tokens against its tokens.
+    ``grid``: patches per side of the one image, or words that say what the image gave."""
     base = sides[0]
+    image = f"{grid}x{grid} image grid" if isinstance(grid, int) else grid
     print(
-        f"\nprompt: {base.prompt_tokens} tokens ({grid}x{grid} image grid), {len(base.tokens)} new tokens, "
+        f"\nprompt: {base.prompt_tokens} tokens ({image}), {len(base.tokens)} new tokens, "
         f"{threads} threads, median of {repeat} runs per row; (×r): {ref}'s time or memory / this row's, "
         f"or this row's tok/s / {ref}'s\n"
     )
