@@ -3,7 +3,9 @@
 conversions at fp32, fp16, int8 and int4 storage (and the int4 one with ``--int4-activations int8``,
 case ``gsurg-int4a8``: the runner's w4a8 kernel), and by llama.cpp (``llama-cpp-python``) on GGUF files
 of the same weights at F16, Q8_0 and Q4_0, in one script run (``--family qwen3_vl``: Qwen3-VL-2B's LLM half
-through ``qwen3_vl_run`` on ``bench_qwen3_vl_run.py``'s checkpoint and conversions):
+through ``qwen3_vl_run`` on ``bench_qwen3_vl_run.py``'s checkpoint and conversions; ``--family minicpm_v2``:
+MiniCPM-V-2's LLM half, MiniCPM-2.4B with its muP scales, through ``minicpm_v2_run`` on
+``bench_minicpm_v2_run.py``'s):
 
 * the same prompt for every run: 228 token ids (a fixed English text through the checkpoint's tokenizer),
   then 32 greedy new tokens (EOS ignored), 2 threads, text only (the runner loads no vision net);
@@ -16,11 +18,15 @@ The GGUF files come from llama.cpp's own converter, ``convert_hf_to_gguf.py`` fr
 sdist (``pip download``: the copy of llama.cpp the installed bindings were built from), run on an HF
 ``Qwen3ForCausalLM`` folder holding the checkpoint's LLM tensors unchanged (the Penguin-VL-2B LLM is a
 Qwen3; tied embeddings). Its tokenizer check, which refuses a tokenizer whose pre-tokenizer hash it does not
-know, is answered with ``qwen2``: tokenization plays no part here, both sides get token ids. F16 and Q8_0
-are the converter's outputs; Q4_0 is ``llama_model_quantize`` on the F16 file with llama.cpp's defaults.
+know, is answered with ``qwen2``: tokenization plays no part here, both sides get token ids. MiniCPM-V-2's
+LLM goes to the converter as an HF ``MiniCPMForCausalLM`` folder (``bench_minicpm_v2_run.write_llm_half``:
+the ``llm.*`` tensors, untied head, ``scale_emb``/``scale_depth``/``dim_model_base``), which llama.cpp runs
+as its MiniCPM architecture (embedding, residual and logit scales as GGUF keys; SentencePiece vocabulary).
+F16 and Q8_0 are the converter's outputs; Q4_0 is ``llama_model_quantize`` on the F16 file with llama.cpp's
+defaults.
 
-    python benchmarks/bench_beside_llamacpp.py [--family penguin_vl|qwen3_vl] [--work DIR] [--runner PATH]
-        [--repeat 3] [--cold]
+    python benchmarks/bench_beside_llamacpp.py [--family penguin_vl|qwen3_vl|minicpm_v2] [--work DIR]
+        [--runner PATH] [--repeat 3] [--cold]
         [--cases gsurg-fp32,gsurg-fp16,gsurg-int8,gsurg-int4,gsurg-int4a8,llama-F16,llama-Q8_0,llama-Q4_0]
 
 ``--work`` is shared with ``bench_penguin_vl_run.py`` (checkpoint ``DIR/penguin-vl-2b-random``,
@@ -48,6 +54,7 @@ for extra in (REPO, REPO / "benchmarks"):
     if str(extra) not in sys.path:  # run as a script: this checkout and the sibling benchmarks
         sys.path.insert(0, str(extra))
 
+import bench_minicpm_v2_run as minicpm_v2  # noqa: E402
 import bench_penguin_vl_run as penguin  # noqa: E402
 import bench_qwen3_vl_run as qwen3_vl  # noqa: E402
 from bench_penguin_vl_run import run_child  # noqa: E402
@@ -113,6 +120,12 @@ def prompt_ids(checkpoint: Path) -> list[int]:
 
 #: Where each family's checkpoint keeps its LLM tensors (renamed to ``model.`` for Qwen3ForCausalLM).
 LLM_PREFIX = {"penguin_vl": "model.", "qwen3_vl": "model.language_model."}
+#: Each family's run benchmark (its folder, checkpoint, conversions, runner) and the files' name stem.
+FAMILIES = {
+    "penguin_vl": (penguin, "penguin"),
+    "qwen3_vl": (qwen3_vl, "qwen3-vl"),
+    "minicpm_v2": (minicpm_v2, "minicpm-v2"),
+}
 
 
 def write_llm_half(checkpoint: Path, folder: Path, family: str = "penguin_vl") -> Path:
@@ -373,7 +386,7 @@ def main() -> int:
         ids = [int(x) for x in sys.argv[3].split(",")]
         return llama_child(Path(sys.argv[2]), ids, int(sys.argv[4]), int(sys.argv[5]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--family", choices=sorted(LLM_PREFIX), default="penguin_vl")
+    ap.add_argument("--family", choices=sorted(FAMILIES), default="penguin_vl")
     ap.add_argument("--work", type=Path, help="default: the family's run benchmark's folder in the temp dir")
     ap.add_argument(
         "--runner", type=Path, help="the family's built runner (default: build one into <repo>/build)"
@@ -387,8 +400,7 @@ def main() -> int:
     cases = args.cases.split(",")
     if unknown := sorted(set(cases) - set(ALL_CASES)):
         ap.error(f"unknown cases {unknown}; known: {', '.join(ALL_CASES)}")
-    side = qwen3_vl if args.family == "qwen3_vl" else penguin
-    name = "qwen3-vl" if args.family == "qwen3_vl" else "penguin"
+    side, name = FAMILIES[args.family]
     args.work = args.work or side.DEFAULT_WORK
     args.work.mkdir(parents=True, exist_ok=True)
     runner = side.ensure_runner(args.runner)
@@ -403,7 +415,11 @@ def main() -> int:
             targets[case] = side.ensure_model(ckpt, folder, kind)
         else:
             cache = Path(os.environ.get("GSURG_CACHE", Path.home() / ".cache" / "gsurg")) / "downloads"
-            hf = write_llm_half(ckpt, args.work / f"{name}-llm-hf", args.family)
+            hf_folder = args.work / f"{name}-llm-hf"
+            if args.family == "minicpm_v2":
+                hf = minicpm_v2.write_llm_half(ckpt, hf_folder)
+            else:
+                hf = write_llm_half(ckpt, hf_folder, args.family)
             targets[case] = ensure_gguf(hf, args.work, kind, llama_cpp_source(cache), name)
     runs: dict[str, list[Run]] = {}
     for _ in range(args.repeat):  # interleaved: a slow spell of the machine hits every case
