@@ -131,7 +131,7 @@ bool int8_agrees(int format, int8k::Descale descale) {
   int8k::Int8Weights w = int8k::pack_codes(kBlock, K, N, static_cast<const signed char*>(codes.data));
   int8k::attach_scales(w, scales, format == 1 ? static_cast<const float*>(input_scales) : nullptr);
   std::vector<float> out(N);
-  int8k::gemm(w, a, K, 1, out.data(), N, 1, descale);
+  int8k::gemm(w, a, K, 1, 1.f, out.data(), N, 1, descale);
   builtin->destroy_pipeline(opt);
   return std::memcmp(out.data(), tops[0].data, out.size() * sizeof(float)) == 0;
 }

@@ -17,11 +17,11 @@ namespace gsurg::int8k {
 #if GSURG_INT8_AVX512 || GSURG_INT8_AVX2
 namespace detail {
 void reciprocals_avx512(const float* x, float* out);
-void gemm_avx512vnni(const Int8Weights& w, const float* a, size_t a_stride, int M, float* out,
+void gemm_avx512vnni(const Int8Weights& w, const float* a, size_t a_stride, int M, float alpha, float* out,
                      size_t out_stride, int threads, Descale descale);
 void reciprocals_avx2(const float* x, float* out);
-void gemm_avx2(const Int8Weights& w, const float* a, size_t a_stride, int M, float* out, size_t out_stride,
-               int threads, Descale descale, RowForms rows);
+void gemm_avx2(const Int8Weights& w, const float* a, size_t a_stride, int M, float alpha, float* out,
+               size_t out_stride, int threads, Descale descale, RowForms rows);
 }  // namespace detail
 #endif
 
@@ -182,19 +182,19 @@ RowForms ncnn_row_forms(int M, int K, int block, int constant_tile_m, int nt) {
   return rows;
 }
 
-void gemm(const Int8Weights& w, const float* a, size_t a_stride, int M, float* out, size_t out_stride,
-          int threads, Descale descale, RowForms rows) {
+void gemm(const Int8Weights& w, const float* a, size_t a_stride, int M, float alpha, float* out,
+          size_t out_stride, int threads, Descale descale, RowForms rows) {
 #if GSURG_INT8_AVX512
   if (vnni_runs()) {
-    detail::gemm_avx512vnni(w, a, a_stride, M, out, out_stride, threads, descale);
+    detail::gemm_avx512vnni(w, a, a_stride, M, alpha, out, out_stride, threads, descale);
     return;
   }
 #endif
 #if GSURG_INT8_AVX2
-  detail::gemm_avx2(w, a, a_stride, M, out, out_stride, threads, descale, rows);
+  detail::gemm_avx2(w, a, a_stride, M, alpha, out, out_stride, threads, descale, rows);
 #else
-  (void)w, (void)a, (void)a_stride, (void)M, (void)out, (void)out_stride, (void)threads, (void)descale;
-  (void)rows;
+  (void)w, (void)a, (void)a_stride, (void)M, (void)alpha, (void)out, (void)out_stride, (void)threads;
+  (void)descale, (void)rows;
 #endif
 }
 

@@ -76,10 +76,10 @@ inline __m256i broadcast4(const void* p) {
 }
 
 // R rows (quantized: q and mag rows of K bytes, da rows of K / block descales) times one group of 16
-// columns, as two halves of 8 lanes.
+// columns, as two halves of 8 lanes, each sum times alpha after its last block.
 template <int R, bool kMinCode>
 void group_rows(const Int8Weights& w, const unsigned char* group, const signed char* q, const unsigned char* mag,
-                const float* da, int row0, float* out, size_t out_stride, int lanes) {
+                const float* da, int row0, float alpha, float* out, size_t out_stride, int lanes) {
   const int blocks = w.K / w.block;
   const size_t rec = record_bytes(w.block);
   const int steps = w.block / 4;
@@ -113,6 +113,13 @@ void group_rows(const Int8Weights& w, const unsigned char* group, const signed c
       hi[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(shi[r]), _mm256_mul_ps(dA, dbhi), hi[r]);
     }
   }
+  if (alpha != 1.f) {  // ncnn's unpack: one multiply of the finished sum, none at alpha 1 (int8_kernel.hpp)
+    const __m256 va = _mm256_set1_ps(alpha);
+    for (int r = 0; r < R; ++r) {
+      lo[r] = _mm256_mul_ps(lo[r], va);
+      hi[r] = _mm256_mul_ps(hi[r], va);
+    }
+  }
   for (int r = 0; r < R; ++r) {
     float* o = out + static_cast<size_t>(row0 + r) * out_stride;
     if (lanes >= kLanes) {
@@ -129,7 +136,7 @@ void group_rows(const Int8Weights& w, const unsigned char* group, const signed c
 
 template <bool kMinCode>
 void all_groups(const Int8Weights& w, const signed char* q, const unsigned char* mag, const float* da, int M,
-                float* out, size_t out_stride, int threads) {
+                float alpha, float* out, size_t out_stride, int threads) {
   (void)threads;  // unused without OpenMP
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int g = 0; g < w.groups; ++g) {
@@ -137,8 +144,8 @@ void all_groups(const Int8Weights& w, const signed char* q, const unsigned char*
     const int lanes = std::min(kLanes, w.N - g * kLanes);
     float* o = out + static_cast<size_t>(g) * kLanes;
     int i = 0;
-    for (; i + 2 <= M; i += 2) group_rows<2, kMinCode>(w, group, q, mag, da, i, o, out_stride, lanes);
-    for (; i < M; ++i) group_rows<1, kMinCode>(w, group, q, mag, da, i, o, out_stride, lanes);
+    for (; i + 2 <= M; i += 2) group_rows<2, kMinCode>(w, group, q, mag, da, i, alpha, o, out_stride, lanes);
+    for (; i < M; ++i) group_rows<1, kMinCode>(w, group, q, mag, da, i, alpha, o, out_stride, lanes);
   }
 }
 
@@ -153,8 +160,8 @@ void reciprocals_avx2(const float* x, float* out) {
   }
 }
 
-void gemm_avx2(const Int8Weights& w, const float* a, size_t a_stride, int M, float* out, size_t out_stride,
-               int threads, Descale descale, RowForms rows) {
+void gemm_avx2(const Int8Weights& w, const float* a, size_t a_stride, int M, float alpha, float* out,
+               size_t out_stride, int threads, Descale descale, RowForms rows) {
   const int blocks = w.K / w.block;
   std::vector<signed char> q(static_cast<size_t>(M) * w.K);
   std::vector<unsigned char> mag(static_cast<size_t>(M) * w.K);
@@ -170,8 +177,8 @@ void gemm_avx2(const Int8Weights& w, const float* a, size_t a_stride, int M, flo
                  mag.data() + static_cast<size_t>(i) * w.K, da.data() + static_cast<size_t>(i) * blocks, descale,
                  approximate);
   }
-  if (w.has_min_code) all_groups<true>(w, q.data(), mag.data(), da.data(), M, out, out_stride, threads);
-  else all_groups<false>(w, q.data(), mag.data(), da.data(), M, out, out_stride, threads);
+  if (w.has_min_code) all_groups<true>(w, q.data(), mag.data(), da.data(), M, alpha, out, out_stride, threads);
+  else all_groups<false>(w, q.data(), mag.data(), da.data(), M, alpha, out, out_stride, threads);
 }
 
 }  // namespace gsurg::int8k::detail

@@ -30,10 +30,11 @@ void quantize_row(const Int8Weights& w, const float* v, unsigned char* q, float*
   }
 }
 
-// R rows (A quantized: aq rows of K bytes, da rows of K / block descales) times one group of 16 columns.
+// R rows (A quantized: aq rows of K bytes, da rows of K / block descales) times one group of 16 columns,
+// each sum times alpha after its last block.
 template <int R>
 void group_rows(const Int8Weights& w, const unsigned char* group, const unsigned char* aq, const float* da,
-                int row0, float* out, size_t out_stride, int lanes) {
+                int row0, float alpha, float* out, size_t out_stride, int lanes) {
   const int blocks = w.K / w.block;
   const size_t rec = record_bytes(w.block);
   const int steps = w.block / 4;
@@ -68,6 +69,10 @@ void group_rows(const Int8Weights& w, const unsigned char* group, const unsigned
       fsum[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, fsum[r]);
     }
   }
+  if (alpha != 1.f) {  // ncnn's unpack: one multiply of the finished sum, none at alpha 1 (int8_kernel.hpp)
+    const __m512 va = _mm512_set1_ps(alpha);
+    for (int r = 0; r < R; ++r) fsum[r] = _mm512_mul_ps(fsum[r], va);
+  }
   const __mmask16 mask = lanes >= kLanes ? static_cast<__mmask16>(0xffff)
                                          : static_cast<__mmask16>((1u << lanes) - 1u);
   for (int r = 0; r < R; ++r)
@@ -85,7 +90,7 @@ void reciprocals_avx512(const float* x, float* out) {
   }
 }
 
-void gemm_avx512vnni(const Int8Weights& w, const float* a, size_t a_stride, int M, float* out,
+void gemm_avx512vnni(const Int8Weights& w, const float* a, size_t a_stride, int M, float alpha, float* out,
                      size_t out_stride, int threads, Descale descale) {
   const int blocks = w.K / w.block;
   std::vector<unsigned char> aq(static_cast<size_t>(M) * w.K);
@@ -101,8 +106,8 @@ void gemm_avx512vnni(const Int8Weights& w, const float* a, size_t a_stride, int 
     const int lanes = std::min(kLanes, w.N - g * kLanes);
     float* o = out + static_cast<size_t>(g) * kLanes;
     int i = 0;
-    for (; i + 4 <= M; i += 4) group_rows<4>(w, group, aq.data(), da.data(), i, o, out_stride, lanes);
-    for (; i < M; ++i) group_rows<1>(w, group, aq.data(), da.data(), i, o, out_stride, lanes);
+    for (; i + 4 <= M; i += 4) group_rows<4>(w, group, aq.data(), da.data(), i, alpha, o, out_stride, lanes);
+    for (; i < M; ++i) group_rows<1>(w, group, aq.data(), da.data(), i, alpha, o, out_stride, lanes);
   }
 }
 

@@ -81,9 +81,9 @@ int LowBitGemm::load_param(const ncnn::ParamDict& pd) {
   const int elemtype = pd.get(13, 0);
   if (!plain_shape || (elemtype != 0 && elemtype != 1)) return 0;  // the builtin layer runs it
   if (bits == 8) {
-    // The int8 kernel's form: no C (none, or constant of broadcast -1), alpha 1, exact fp32 options.
+    // The int8 kernel's form: no C (none, or constant of broadcast -1), any alpha, exact fp32 options.
     const bool no_c = pd.get(6, 0) == 0 ? bottoms.size() < 2 : pd.get(10, 0) == -1;
-    if ((format != 0 && format != 1) || !no_c || pd.get(0, 1.f) != 1.f || !exact_fp32_ ||
+    if ((format != 0 && format != 1) || !no_c || !exact_fp32_ ||
         !int8k::packable(block, pd.get(9, 0)) || int8_descale() < 0)
       return 0;
     descale_ = int8_descale() == 1 ? int8k::Descale::kReciprocal : int8k::Descale::kDivide;
@@ -200,8 +200,8 @@ int LowBitGemm::forward(const std::vector<ncnn::Mat>& bottom_blobs, std::vector<
     if (top.empty()) return -100;
     const int8k::RowForms rows =
         m == 1 ? int8k::RowForms() : int8k::ncnn_row_forms(m, k_, block_, constant_tile_m_, opt.num_threads);
-    int8k::gemm(int8_weights_, static_cast<const float*>(a.data), a_stride, m, static_cast<float*>(top.data),
-                static_cast<size_t>(top.w), opt.num_threads, descale_, rows);
+    int8k::gemm(int8_weights_, static_cast<const float*>(a.data), a_stride, m, alpha_,
+                static_cast<float*>(top.data), static_cast<size_t>(top.w), opt.num_threads, descale_, rows);
     return 0;
   }
 

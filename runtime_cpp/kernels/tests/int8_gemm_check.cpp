@@ -10,8 +10,12 @@
 //      Against ncnn at several rows the outputs are only counted: ncnn's x86 build quantizes some rows of
 //      a multi-row input with an approximate reciprocal of the block scale (its 4-row paths), which the
 //      kernel does not reproduce; the precision ctests compare whole generations with the ncnn wheel.
-//   3. the forms the kernel does not take (a C, alpha not 1, K not a whole number of blocks, packing
-//      options) stay with ncnn's layer (packed() false) and give its output.
+//   3. alpha not 1 (0.2213594 = 1.4 / sqrt(40), MiniCPM-V-2's folded residual scale, 0.5, 3, negatives),
+//      one row and several (ncnn's 8-, 4-, 2- and 1-row output paths), both formats and every block: as 1.
+//      and 2.; and the model with alpha folded into the block descale instead of multiplying the finished
+//      sum must differ from ncnn's output in some of these cases, so that they tell the orders apart;
+//   4. the forms the kernel does not take (a C, K not a whole number of blocks, packing options) stay with
+//      ncnn's layer (packed() false) and give its output.
 // Elsewhere it checks that LowBitGemm hands every 8-bit Gemm to ncnn's builtin layer, unchanged.
 //
 // Exit status 0 when every check holds, 1 otherwise (printing the first differing output of each case).
@@ -115,8 +119,9 @@ bool approximate_row(int i, int M, int tile_m) {
   return i - first < rows - rows % 4;
 }
 
+// fold_alpha: alpha wrongly folded into each block's descale (to show the cases tell the orders apart).
 std::vector<float> model(const Weights& w, const Case& c, const std::vector<float>& a, bool reciprocal,
-                         int tile_m) {
+                         int tile_m, bool fold_alpha = false) {
   const int blocks = c.K / c.block;
   std::vector<float> out(static_cast<size_t>(c.M) * c.N);
   for (int i = 0; i < c.M; ++i) {
@@ -148,10 +153,12 @@ std::vector<float> model(const Weights& w, const Case& c, const std::vector<floa
         for (int k = b * c.block; k < (b + 1) * c.block; ++k)
           isum += q[k] * static_cast<int32_t>(w.codes[static_cast<size_t>(j) * c.K + k]);
         const float scale_b = w.scales[static_cast<size_t>(j) * blocks + b];
-        const float descale = descale_a[b] * weight_descale(scale_b, j, c.N);
+        float descale = descale_a[b] * weight_descale(scale_b, j, c.N);
+        if (fold_alpha) descale = descale * c.alpha;
         fsum = fused(static_cast<float>(isum), descale, fsum);
       }
-      out[static_cast<size_t>(i) * c.N + j] = fsum;
+      // alpha: one multiply of the finished sum, none at alpha 1
+      out[static_cast<size_t>(i) * c.N + j] = fold_alpha || c.alpha == 1.f ? fsum : fsum * c.alpha;
     }
   }
   return out;
@@ -235,6 +242,7 @@ std::vector<float> random_input(const Case& c, std::mt19937& rng) {
 
 struct Tally {
   int cases = 0, failures = 0, rows_compared = 0, rows_equal = 0;
+  int alpha_cases = 0, alpha_order_shown = 0;  // taken cases with alpha != 1; of them, where folding differs
 };
 
 void run_case(const Case& c, std::mt19937& rng, bool kernel_runs, bool reciprocal, Tally& tally) {
@@ -249,7 +257,7 @@ void run_case(const Case& c, std::mt19937& rng, bool kernel_runs, bool reciproca
     ++tally.failures;
     return;
   }
-  const bool taken_form = c.c_mode != 4 && c.alpha == 1.f && !c.packing && c.K % c.block == 0;
+  const bool taken_form = c.c_mode != 4 && !c.packing && c.K % c.block == 0;
   const bool expect_packed = kernel_runs && taken_form;
   bool ok = true;
   if (mine.packed() != expect_packed) {
@@ -285,6 +293,14 @@ void run_case(const Case& c, std::mt19937& rng, bool kernel_runs, bool reciproca
   if (expect_packed) {
     const std::vector<float> m = model(w, c, a, reciprocal, tile_m);
     ok = !first_difference(m.data(), pg, c.M, c.N, describe(c) + " vs the model") && ok;
+    if (c.alpha != 1.f) {
+      ++tally.alpha_cases;
+      // the rows compared with ncnn above: the one row, or all where the kernel reproduces ncnn's rows
+      const int rows = c.M == 1 || tile_m > 0 ? c.M : 0;
+      const std::vector<float> folded = model(w, c, a, reciprocal, tile_m, true);
+      if (std::memcmp(folded.data(), pw, sizeof(float) * static_cast<size_t>(rows) * c.N) != 0)
+        ++tally.alpha_order_shown;
+    }
   }
   builtin->destroy_pipeline(opt);
   mine.destroy_pipeline(opt);
@@ -333,13 +349,40 @@ int main() {
       run_case({1, block, 2 * block, 13, M, 1, -2, 1.f, false, true}, rng, kernel_runs, descale == 1, tally);
     }
   }
+  // alpha not 1: one row and several (ncnn's unpack runs its 8-, 4-, 2- and 1-row paths), both formats,
+  // every block, some columns in ncnn's 2- and 1-column tails (N % 4), with and without an absent C.
+  for (float alpha : {0.2213594f, 0.5f, 3.f, -0.2213594f, -2.5f}) {
+    for (int format : {0, 1}) {
+      for (int block : {32, 64, 128}) {
+        for (int M : {1, 2, 3, 4, 5, 8, 13, 40}) {
+          const int N = n % 3 == 0 ? 13 : n % 3 == 1 ? 40 : 103;
+          const int K = n % 2 == 0 ? 3 * block : 2048;
+          const int threads = n % 2 == 0 ? 2 : 1;
+          const int c_mode = n % 3 == 0 ? -1 : -2;
+          run_case({format, block, K, N, M, threads, c_mode, alpha, false}, rng, kernel_runs, descale == 1, tally);
+          ++n;
+        }
+      }
+    }
+  }
+  run_case({0, 64, 3 * 64, 40, 5, 2, -2, 3.f, false, true}, rng, kernel_runs, descale == 1, tally);
+  run_case({1, 32, 2 * 32, 13, 1, 1, -2, 0.2213594f, false, true}, rng, kernel_runs, descale == 1, tally);
   // Forms the kernel does not take.
   for (int M : {1, 4}) {
     run_case({0, 64, 256, 40, M, 2, 4, 1.f, false}, rng, kernel_runs, descale == 1, tally);
-    run_case({0, 64, 256, 40, M, 2, -2, 0.5f, false}, rng, kernel_runs, descale == 1, tally);
+    run_case({0, 64, 256, 40, M, 2, 4, 0.5f, false}, rng, kernel_runs, descale == 1, tally);
     run_case({1, 64, 200, 40, M, 1, -2, 1.f, false}, rng, kernel_runs, descale == 1, tally);
     run_case({0, 32, 256, 40, M, 2, -2, 1.f, true}, rng, kernel_runs, descale == 1, tally);
   }
+  // The alpha cases must tell a multiply of the finished sum from alpha folded into the descales.
+  if (kernel_runs && tally.alpha_order_shown == 0) {
+    std::printf("FAIL: in none of the %d alpha cases does alpha folded into the descales differ from ncnn's "
+                "output: the cases cannot tell the order apart\n", tally.alpha_cases);
+    ++tally.failures;
+  }
+  if (kernel_runs)
+    std::printf("alpha != 1: %d cases taken by the kernel; alpha folded into the descales would differ from "
+                "ncnn in %d of them\n", tally.alpha_cases, tally.alpha_order_shown);
   std::printf("%d cases, %d failed", tally.cases, tally.failures);
   if (tally.rows_compared > 0)
     std::printf("; against ncnn at several rows (counted, not required): %d of %d rows bit-identical",

@@ -17,7 +17,12 @@
 //                         groups, a division for the last N % 4 columns
 //                         isum = sum over the block of a_q[k] * B_q[j][k]   (an exact integer)
 //                         fsum = fma(float(isum), descale_a * descale_b[j][b], fsum), blocks in order
-//     out[i][j] = fsum    (no C, alpha 1: the only form this kernel takes)
+//     out[i][j] = fsum * alpha   (no C: the only form this kernel takes)
+// alpha is one multiply of the finished sum, after its last block, skipped at alpha 1: ncnn's tile step
+// (gemm_transB_packed_tile_wq_int8) never sees alpha, its unpack (unpack_output_tile_wq_int8) adds C times
+// beta, then multiplies by alpha, in every row and column path (src/layer/x86/gemm_wq_int8.h), so for any
+// descale form and row count. (A model family folds a residual scale into alpha: MiniCPM-V-2's o_proj and
+// down_proj.)
 // Integer sums are exact in any order, so only the float steps must match, and they are done here in that
 // order. For one input row the outputs equal ncnn's bit for bit; LowBitGemm checks that once per process
 // against the builtin layer (int8_descale) and takes nothing over when it does not hold. For several rows
@@ -93,11 +98,12 @@ struct RowForms {
 // reproduced here).
 RowForms ncnn_row_forms(int M, int K, int block, int constant_tile_m, int nt);
 
-// out (M rows of N floats, out_stride apart) = A (M rows of K floats, a_stride apart) times the weights;
-// threads > 1 splits the column groups among OpenMP threads (the result does not depend on the split).
+// out (M rows of N floats, out_stride apart) = alpha times A (M rows of K floats, a_stride apart) times the
+// weights, alpha applied as the statement above says; threads > 1 splits the column groups among OpenMP
+// threads (the result does not depend on the split).
 // rows: how each row's scale is computed (honoured by the AVX2 instance; the VNNI one divides for every
 // row). Requires available().
-void gemm(const Int8Weights& w, const float* a, size_t a_stride, int M, float* out, size_t out_stride,
-          int threads, Descale descale, RowForms rows = RowForms());
+void gemm(const Int8Weights& w, const float* a, size_t a_stride, int M, float alpha, float* out,
+          size_t out_stride, int threads, Descale descale, RowForms rows = RowForms());
 
 }  // namespace gsurg::int8k

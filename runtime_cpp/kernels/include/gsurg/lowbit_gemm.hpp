@@ -13,7 +13,7 @@
 //     (lowbit::packable), and only where the kernel reproduces this ncnn's loop (ncnn_loop_rounding);
 //     then it reads the .bin exactly as ncnn's Gemm reads it (codes, C, block scales,
 //     input scales) and packs each part as it is read, keeping no reference to the codes. It takes an
-//     8-bit Gemm of that shape with no C and alpha 1 where int8k::available(), int8k::packable, the net's
+//     8-bit Gemm of that shape with no C (any alpha) where int8k::available(), int8k::packable, the net's
 //     options are exact fp32 (LowBitNet passes them) and int8_descale() found the form that reproduces this
 //     ncnn. Otherwise every call goes to the builtin layer and the flags ncnn reads are the builtin's.
 //   - With quantize_int4_input (the runner's --int4-activations int8; off by default), a 4-bit Gemm of the
