@@ -29,7 +29,7 @@ from graphsurgeon.formats.model_bin import walk_bin
 from graphsurgeon.formats.param_text import read_param_text
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("shared_exports")]
 
 RULES = REPO / "rules" / "llm-kv-cache.yaml"
 CHECKPOINT = REPO / "graphsurgeon" / "models" / "qwen3_llm" / "tiny" / "model.safetensors"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -95,11 +95,10 @@ def test_signature_is_found_from_the_graph(param: Path, layers: int, head_dim: i
 
 
 @pytest.fixture(scope="module")
-def qwen3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KVDecoder]:
+def qwen3(fp16_weights: Callable[[Path, int], Path]) -> Iterator[KVDecoder]:
     t0 = time.perf_counter()
-    model = _synth(QWEN3, tmp_path_factory.mktemp("qwen3") / "qwen3.bin")
+    model = fp16_weights(QWEN3, SEED)  # 0.9 GB, the same as test_rules_shipped.py's
     decoder = KVDecoder(QWEN3, model, num_threads=1)
-    model.unlink()  # 0.9 GB; the weights now live in the net
     print(f"\nqwen3: synth-bin + load {time.perf_counter() - t0:.1f} s")
     yield decoder
     decoder.close()
@@ -337,11 +336,10 @@ def test_errors_name_what_failed(tiny: dict[str, Path], tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_llama32_decode_steps_equal_one_prefill(tmp_path: Path) -> None:
+def test_llama32_decode_steps_equal_one_prefill(fp16_weights: Callable[[Path, int], Path]) -> None:
     t0 = time.perf_counter()
-    model = _synth(LLAMA, tmp_path / "llama.bin")
+    model = fp16_weights(LLAMA, SEED)  # the same as test_rules_shipped.py's
     with KVDecoder(LLAMA, model, inv_freq=llama3_inv_freq(64)) as decoder:
-        model.unlink()
         t1 = time.perf_counter()
         x = _hidden(PROMPT + DECODE, 2048)
         incremental, full = (decoder.run(x, s) for s in ([PROMPT] + [1] * DECODE, [PROMPT + DECODE]))

@@ -45,6 +45,8 @@ N, K = 6, 70
 TAG_FP32 = bytes(4)
 PARAM_CHECKS = ("gemm-quantize-term", "gemm-block-quantize")
 
+pytestmark = pytest.mark.usefixtures("shared_exports")
+
 
 # --- the clean models, by hand ----------------------------------------------------------------------------
 

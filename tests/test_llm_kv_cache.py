@@ -25,6 +25,8 @@ RULES = REPO / "rules" / "llm-kv-cache.yaml"
 SHIPPED = REPO / "graphsurgeon" / "models" / "qwen3_llm" / "tiny"
 PROMPTS = ([5, 17, 42, 99, 3, 250], [1, 2, 3], [123, 45, 67, 89, 10, 11, 12, 13, 14])
 
+pytestmark = pytest.mark.usefixtures("shared_exports")
+
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:

@@ -31,6 +31,8 @@ RULES = REPO / "rules" / "minicpm_v2.yaml"
 NETS = ("vision", "pos_embed", "resampler", "embed", "decoder", "lm_head")
 COSINE = 0.99999
 
+pytestmark = pytest.mark.usefixtures("shared_exports")  # the wrong rule files reuse the conversion's export
+
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -54,6 +54,8 @@ FAMILY_CONFIG_CPP = {
     "minicpm_v2": (_FAMILIES / "minicpm_v2" / "src" / "family_minicpm_v2_config.cpp", 1),
 }
 
+pytestmark = pytest.mark.usefixtures("shared_exports")
+
 
 def _reader_source(family: str) -> str:
     return "\n".join(p.read_text(encoding="utf-8") for p in (MODEL_CONFIG_CPP, FAMILY_CONFIG_CPP[family][0]))

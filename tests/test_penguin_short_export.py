@@ -17,6 +17,8 @@ from graphsurgeon.formats.param_text import read_param_text
 
 NETS = ("vision_embed_patch", "vision_encoder", "vision_projector", "embed", "decoder", "lm_head")
 
+pytestmark = pytest.mark.usefixtures("shared_exports")
+
 
 @pytest.mark.slow
 def test_the_short_export_grown_back_writes_the_same_bytes_as_tracing_everything(tmp_path: Path) -> None:

@@ -43,6 +43,8 @@ RULES = REPO / "rules" / "penguin_vl.yaml"
 IMAGE = CORPUS / "images" / "desert.jpg"
 STAGE_LINE = re.compile(r"^(?P<stage>.+?)\s+(?:[-\d.]+|-)\s+\S+\s+\S+\s+\S+\s+(?P<result>ok|FAIL.*)$")
 
+pytestmark = pytest.mark.usefixtures("shared_exports")
+
 
 class Conversions:
     """Each conversion of rules/penguin_vl.yaml made once per module, when a test first needs it."""

@@ -54,6 +54,8 @@ NETS = (
 GRID = (6, 10)  # 60 patches: not the traced 4 x 6, larger than the 4 x 4 position table, not square
 COSINE = 0.99999
 
+pytestmark = pytest.mark.usefixtures("shared_exports")
+
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory: pytest.TempPathFactory) -> Path:

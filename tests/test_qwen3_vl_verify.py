@@ -34,7 +34,7 @@ from tests.conftest import REPO
 RULES = REPO / "rules" / "qwen3_vl.yaml"
 TOKENS = 32
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("shared_exports")]
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -109,17 +110,20 @@ LLAMA = CORPUS / "llm" / "llama3.2_1b_decoder.ncnn.param"
     ids=["qwen3", "llama3.2"],
 )
 def test_gqa_native_keeps_outputs_over_prefill_and_decode_and_shrinks_the_cache(
-    param: Path, chains: int, hidden: int, heads_per_kv: int, tmp_path: Path
+    param: Path,
+    chains: int,
+    hidden: int,
+    heads_per_kv: int,
+    tmp_path: Path,
+    fp16_weights: Callable[[Path, int], Path],
 ) -> None:
-    model = tmp_path / "decoder.bin"
-    assert main(["synth-bin", str(param), "-o", str(model), "--seed", "3", "--storage", "fp16", "-q"]) == 0
+    model = fp16_weights(param, 3)  # synth-bin --seed 3 --storage fp16, as test_kv_harness.py's
     out = tmp_path / "out"
     argv = ["apply", str(RULES / "gqa-native.yaml"), str(param), "--out", str(out), "--strict"]
     assert main([*argv, "--set", f"kv_chains={chains}"]) == 0
     x = 0.1 * np.random.default_rng(7).standard_normal((8, hidden)).astype(np.float32)
     with KVDecoder(param, model) as tiled, KVDecoder(out / param.name, model) as native:
         a, b = lockstep([tiled, native], x, [5, 1, 1, 1])  # prefill 5 tokens, then three decode steps
-    model.unlink()
     scale = float(np.abs(a.hidden).max())
     assert np.isfinite(a.hidden).all() and scale > 0.1
     assert max_abs_diff(a, b) <= 1e-5 * scale

@@ -35,7 +35,7 @@ from graphsurgeon.models.penguin_vl.export import build  # noqa: E402
 from graphsurgeon.verify.ncnn_fp32 import fp32_net  # noqa: E402
 from tests.conftest import CORPUS, REPO  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("shared_exports")]
 
 RULES = REPO / "rules" / "penguin_vl.yaml"
 CHECKPOINT = REPO / "graphsurgeon" / "models" / "penguin_vl" / "tiny"

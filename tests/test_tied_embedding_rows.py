@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "rules" / "penguin_vl.yaml"
 SCHEMA = REPO / "graphsurgeon" / "models" / "penguin_vl" / "penguin_vl.v2.schema.json"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("shared_exports")]
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,8 @@ from graphsurgeon.verify.lossless_storage import Lossless, lossless_float_storag
 REPO = Path(__file__).resolve().parents[1]
 TINY_FP32 = REPO / "graphsurgeon" / "models" / "qwen3_llm" / "tiny"
 
+pytestmark = pytest.mark.usefixtures("shared_exports")
+
 
 def _apply(out: Path, storage: str, checkpoint: Path) -> dict[str, Any]:
     argv = ["apply", str(REPO / "rules" / "llm-kv-cache.yaml"), "--out", str(out), "-q"]

@@ -26,6 +26,8 @@ from graphsurgeon.verify.run import judged
 
 REPO = Path(__file__).resolve().parents[1]
 
+pytestmark = pytest.mark.usefixtures("shared_exports")
+
 
 def test_kl_divergence_matches_closed_forms() -> None:
     assert kl_divergence([0.0, 0.0], [0.0, 0.0]) == 0.0

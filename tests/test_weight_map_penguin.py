@@ -29,7 +29,7 @@ from graphsurgeon.formats.param_text import read_param_text
 from graphsurgeon.models.qwen3_llm.make_tiny import make_tiny
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("shared_exports")]
 
 PENGUIN = REPO / "rules" / "penguin_vl.yaml"
 LLM = REPO / "rules" / "llm-kv-cache.yaml"
