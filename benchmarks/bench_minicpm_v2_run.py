@@ -172,12 +172,9 @@ def measure_runner(runner: Path, model: Path, gen: int, threads: int, storage: s
 
 
 def ensure_model(ckpt: Path, out: Path, storage: str) -> Path:
-    if not (out / "model.json").exists():
-        print(f"converting ({storage}) into {out}", file=sys.stderr)
-        argv = [sys.executable, "-m", "graphsurgeon.cli", "apply", str(REPO / "rules" / "minicpm_v2.yaml")]
-        argv += ["--out", str(out), "--set", f"checkpoint={ckpt}", "--set", f"storage={storage}"]
-        subprocess.run(argv, check=True)
-    return out
+    from bench_penguin_vl_run import convert_once
+
+    return convert_once("minicpm_v2.yaml", ckpt, out, storage)
 
 
 def ensure_checkpoint(work: Path) -> Path:
@@ -267,7 +264,7 @@ def write_llm_half(checkpoint: Path, folder: Path) -> Path:
 def main() -> int:
     if len(sys.argv) == 6 and sys.argv[1] == "--official-child":
         return official_child(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
-    from bench_penguin_vl_run import Side, median_side, report
+    from bench_penguin_vl_run import Side, median_side, print_rounds, report
 
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=DEFAULT_WORK)
@@ -299,15 +296,7 @@ def main() -> int:
     sides = [median_side(r) for r in runs.values()]
     image = f"{IMAGE.name}, 720x520: an overview and 2x1 slices, {SLICES * 64} image rows"
     report(sides, args.threads, args.repeat, ref="the official code", grid=image)
-    print("\neach run (the spread says how noisy the medians are)")
-    for k in range(args.repeat):
-        for side in (r[k] for r in runs.values()):
-            s = side.stages
-            print(
-                f"  run {k + 1} {side.name}: load {s['load']:.2f} s, vision {s['vision']:.2f} s, prefill "
-                f"{s['prefill']:.2f} s, decode {side.decode_rate:.2f} tok/s, wall {side.wall:.1f} s, "
-                f"peak RSS {side.peak_rss / 1e9:.2f} GB"
-            )
+    print_rounds(runs, args.repeat)
     return 0
 
 

@@ -200,13 +200,18 @@ def ensure_checkpoint(work: Path) -> Path:
     return ckpt
 
 
-def ensure_model(ckpt: Path, out: Path, storage: str) -> Path:
+def convert_once(rules: str, ckpt: Path, out: Path, storage: str) -> Path:
+    """``gsurg apply rules/RULES`` of ``ckpt`` at ``storage`` into ``out``, unless ``out`` has one already."""
     if not (out / "model.json").exists():
         print(f"converting ({storage}) into {out}", file=sys.stderr)
-        argv = [sys.executable, "-m", "graphsurgeon.cli", "apply", str(REPO / "rules" / "penguin_vl.yaml")]
+        argv = [sys.executable, "-m", "graphsurgeon.cli", "apply", str(REPO / "rules" / rules)]
         argv += ["--out", str(out), "--set", f"checkpoint={ckpt}", "--set", f"storage={storage}"]
         subprocess.run(argv, check=True)
     return out
+
+
+def ensure_model(ckpt: Path, out: Path, storage: str) -> Path:
+    return convert_once("penguin_vl.yaml", ckpt, out, storage)
 
 
 def ensure_runner(runner: Path | None) -> Path:
@@ -261,6 +266,19 @@ def report(
         print(f"{side.name}: {agree} greedy tokens equal {ref}'s")
         if differ is not None:
             print(f"  {ref}: {base.tokens}\n  this: {side.tokens}")
+
+
+def print_rounds(runs: dict[str, list[Side]], repeat: int) -> None:
+    """Every round of every side, in the order they ran: the spread says how noisy the medians are."""
+    print("\neach run (the spread says how noisy the medians are)")
+    for k in range(repeat):
+        for side in (r[k] for r in runs.values()):
+            s = side.stages
+            print(
+                f"  run {k + 1} {side.name}: load {s['load']:.2f} s, vision {s['vision']:.2f} s, prefill "
+                f"{s['prefill']:.2f} s, decode {side.decode_rate:.2f} tok/s, wall {side.wall:.1f} s, "
+                f"peak RSS {side.peak_rss / 1e9:.2f} GB"
+            )
 
 
 def median_side(runs: list[Side]) -> Side:

@@ -55,7 +55,15 @@ DEFAULT_WORK = Path(tempfile.gettempdir()) / "gsurg-bench-qwen3-vl-run"
 if str(REPO) not in sys.path:  # run as a script: this checkout's package first
     sys.path.insert(0, str(REPO))
 
-from bench_penguin_vl_run import PROMPT, Side, median_side, report, run_child, warm_page_cache  # noqa: E402
+from bench_penguin_vl_run import (  # noqa: E402
+    PROMPT,
+    Side,
+    median_side,
+    print_rounds,
+    report,
+    run_child,
+    warm_page_cache,
+)
 from bench_penguin_vl_run import measure_runner as measure_penguin_runner  # noqa: E402
 from bench_qwen3_vl import CHECKPOINT_NAME  # noqa: E402
 
@@ -158,12 +166,9 @@ def ensure_checkpoint(work: Path) -> Path:
 
 
 def ensure_model(ckpt: Path, out: Path, storage: str = "fp32") -> Path:
-    if not (out / "model.json").exists():
-        print(f"converting ({storage}) into {out}", file=sys.stderr)
-        argv = [sys.executable, "-m", "graphsurgeon.cli", "apply", str(REPO / "rules" / "qwen3_vl.yaml")]
-        argv += ["--out", str(out), "--set", f"checkpoint={ckpt}", "--set", f"storage={storage}"]
-        subprocess.run(argv, check=True)
-    return out
+    from bench_penguin_vl_run import convert_once
+
+    return convert_once("qwen3_vl.yaml", ckpt, out, storage)
 
 
 def ensure_runner(runner: Path | None) -> Path:
@@ -213,15 +218,7 @@ def main() -> int:
             )
         print(f"round {k + 1}/{args.repeat}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     report([median_side(r) for r in runs.values()], args.threads, args.repeat, ref="HF", grid=GRID)
-    print("\neach run (the machine is shared: the spread says how noisy the medians are)")
-    for k in range(args.repeat):
-        for side in (r[k] for r in runs.values()):
-            s = side.stages
-            print(
-                f"  run {k + 1} {side.name}: load {s['load']:.2f} s, vision {s['vision']:.2f} s, prefill "
-                f"{s['prefill']:.2f} s, decode {side.decode_rate:.2f} tok/s, wall {side.wall:.1f} s, "
-                f"peak RSS {side.peak_rss / 1e9:.2f} GB"
-            )
+    print_rounds(runs, args.repeat)
     return 0
 
 
