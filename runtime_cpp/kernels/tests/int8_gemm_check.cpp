@@ -10,7 +10,7 @@
 //      Against ncnn at several rows the outputs are only counted: ncnn's x86 build quantizes some rows of
 //      a multi-row input with an approximate reciprocal of the block scale (its 4-row paths), which the
 //      kernel does not reproduce; the precision ctests compare whole generations with the ncnn wheel.
-//   3. alpha not 1 (0.2213594 = 1.4 / sqrt(40), MiniCPM-V-2's folded residual scale, 0.5, 3, negatives),
+//   3. alpha not 1 (0.2213594 = 1.4 / sqrt(40), a residual scale folded into alpha, 0.5, 3, negatives),
 //      one row and several (ncnn's 8-, 4-, 2- and 1-row output paths), both formats and every block: as 1.
 //      and 2.; and the model with alpha folded into the block descale instead of multiplying the finished
 //      sum must differ from ncnn's output in some of these cases, so that they tell the orders apart;

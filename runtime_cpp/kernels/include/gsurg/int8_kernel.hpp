@@ -21,8 +21,8 @@
 // alpha is one multiply of the finished sum, after its last block, skipped at alpha 1: ncnn's tile step
 // (gemm_transB_packed_tile_wq_int8) never sees alpha, its unpack (unpack_output_tile_wq_int8) adds C times
 // beta, then multiplies by alpha, in every row and column path (src/layer/x86/gemm_wq_int8.h), so for any
-// descale form and row count. (A model family folds a residual scale into alpha: MiniCPM-V-2's o_proj and
-// down_proj.)
+// descale form and row count. (A rule file may fold a residual scale into the alpha of the Gemm that makes
+// the branch.)
 // Integer sums are exact in any order, so only the float steps must match, and they are done here in that
 // order. For one input row the outputs equal ncnn's bit for bit; LowBitGemm checks that once per process
 // against the builtin layer (int8_descale) and takes nothing over when it does not hold. For several rows
