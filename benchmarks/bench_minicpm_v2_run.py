@@ -123,7 +123,7 @@ def official_child(folder: Path, image_path: Path, gen: int, threads: int) -> in
     stages["vision"] = marks["vision_end"] - marks["vision_start"]
     stages["prefill"] = calls[0][1] - calls[0][0]
     stages["decode"] = calls[-1][1] - calls[0][1]
-    tokens = marks["tokens"][-gen:] if len(marks["tokens"]) > gen else marks["tokens"]
+    tokens = marks["tokens"][-gen:]  # the new tokens (generate returns them alone for inputs_embeds)
     report = {"images": marks["images"], "prompt_tokens": len(marks["input_ids"]), "tokens": tokens}
     print(json.dumps(report | {"stages": stages, "forwards": len(calls)}))
     return 0
