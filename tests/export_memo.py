@@ -11,11 +11,12 @@ for every test.
 
 Two jobs cannot be told apart when they name the same source (a ``package.module:callable``, or a
 ``file.py:callable`` whose Python files have the same bytes: a file source reading other files beside it
-must not opt in), the same checkpoint path with the same bytes, the same sub-models, the same environment,
-and the source read the same values of the rule file's variables: the first run goes through
-``tests/export_memo_source.py``, which notes every variable the real source asks for, so a job that differs
-only in variables the export never reads (``storage`` for the LLM, a value only model.json holds) gets the
-same export. A job asking for calibration samples reuses a run that saved at least those.
+must not opt in), a checkpoint with the same bytes (wherever it lies), the same sub-models, the same
+environment and working folder, and the source read the same values of the rule file's variables: the
+first run goes through ``tests/export_memo_source.py``, which notes every variable the real source asks
+for, so a job that differs only in variables the export never reads (``storage`` for the LLM, a value only
+model.json holds) gets the same export. A job asking for calibration samples reuses a run that saved at
+least those.
 
 A failed export is not kept. Its error is the real source's (the wrapper passes a GsurgError through
 unchanged); an error that names the wrapper (a non-gsurg exception, which the worker words with the source's
@@ -70,8 +71,9 @@ def _fingerprint(path: str | None) -> str | None:
 
 
 def _environment() -> str:
+    """The worker's environment variables and working folder."""
     env = {k: v for k, v in os.environ.items() if k not in _VOLATILE_ENV}
-    return hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([env, os.getcwd()], sort_keys=True).encode()).hexdigest()
 
 
 def _source(ref: str, base: str) -> str | None:
@@ -101,8 +103,7 @@ class _Key:
     """What an export's result depends on besides the variables it read."""
 
     source: str
-    checkpoint: str | None
-    fingerprint: str | None
+    checkpoint: str | None  # the bytes of the checkpoint: the export does not see where they lie
     names: tuple[str, ...]
     environment: str
 
@@ -182,7 +183,6 @@ class ExportMemo:
             return self._real(job, progress)
         key = _Key(
             source,
-            job.checkpoint,
             _fingerprint(job.checkpoint),
             tuple(job.names),
             _environment(),
