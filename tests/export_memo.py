@@ -9,12 +9,14 @@ its own work folder (and the first run's progress lines), and ``apply`` goes on 
 an export. Everything after the export (rules, interface, storage, weight maps, side files, writing) runs
 for every test.
 
-Two jobs cannot be told apart when they name the same source module (a ``package.module:callable``; a
-``file.py`` source is never reused), the same checkpoint path with the same bytes, the same sub-models, the
-same environment, and the source read the same values of the rule file's variables: the first run goes
-through ``tests/export_memo_source.py``, which notes every variable the real source asks for, so a job
-that differs only in variables the export never reads (``storage`` for the LLM, a value only model.json
-holds) gets the same export. A job asking for calibration samples reuses a run that saved at least those.
+Two jobs cannot be told apart when they name the same source (a ``package.module:callable``, or a
+``file.py:callable`` whose Python files have the same bytes: a file source reading other files beside it
+must not opt in), a checkpoint with the same bytes (wherever it lies), the same sub-models, the same
+environment and working folder, and the source read the same values of the rule file's variables: the
+first run goes through ``tests/export_memo_source.py``, which notes every variable the real source asks
+for, so a job that differs only in variables the export never reads (``storage`` for the LLM, a value only
+model.json holds) gets the same export. A job asking for calibration samples reuses a run that saved at
+least those.
 
 A failed export is not kept. Its error is the real source's (the wrapper passes a GsurgError through
 unchanged); an error that names the wrapper (a non-gsurg exception, which the worker words with the source's
@@ -69,13 +71,31 @@ def _fingerprint(path: str | None) -> str | None:
 
 
 def _environment() -> str:
+    """The worker's environment variables and working folder."""
     env = {k: v for k, v in os.environ.items() if k not in _VOLATILE_ENV}
-    return hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([env, os.getcwd()], sort_keys=True).encode()).hexdigest()
 
 
-def _is_module_source(ref: str) -> bool:
-    target = ref.rpartition(":")[0]
-    return not (target.endswith(".py") or "/" in target or "\\" in target)
+def _source(ref: str, base: str) -> str | None:
+    """The source as the export sees it: a ``package.module:callable`` by its name (the package does not
+    change during the session); a ``file.py:callable`` by its path and the bytes of every ``.py`` file in
+    its folder and below (what it can import relatively), hidden folders (work folders) aside. None for a
+    reference the worker will refuse."""
+    target, colon, name = ref.rpartition(":")
+    if not colon or not target:
+        return None
+    if not (target.endswith(".py") or "/" in target or "\\" in target):
+        return ref
+    path = (Path(base) / target).resolve()
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    for file in sorted(path.parent.rglob("*.py")):
+        relative = file.relative_to(path.parent)
+        if not any(part.startswith(".") for part in relative.parts):
+            digest.update(str(relative).encode())
+            digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return f"{path}:{name} {digest.hexdigest()}"
 
 
 @dataclass(frozen=True)
@@ -83,8 +103,7 @@ class _Key:
     """What an export's result depends on besides the variables it read."""
 
     source: str
-    checkpoint: str | None
-    fingerprint: str | None
+    checkpoint: str | None  # the bytes of the checkpoint: the export does not see where they lie
     names: tuple[str, ...]
     environment: str
 
@@ -159,11 +178,11 @@ class ExportMemo:
             yield self
 
     def run_job(self, job: ExportJob, progress: Progress = None) -> ExportResult:
-        if not _is_module_source(job.source):
+        source = _source(job.source, job.base)
+        if source is None:
             return self._real(job, progress)
         key = _Key(
-            job.source,
-            job.checkpoint,
+            source,
             _fingerprint(job.checkpoint),
             tuple(job.names),
             _environment(),

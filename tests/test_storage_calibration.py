@@ -83,6 +83,8 @@ def build(variables, checkpoint):
     return [ExportSpec("tiny", Tiny().eval(), (example,), {"seq": [(0, 1)]}, Lazy(lambda: calibration))]
 '''
 
+pytestmark = pytest.mark.usefixtures("shared_exports")  # the runs differing in vars the source ignores
+
 RULES = """
 version: 1
 name: tiny

@@ -25,6 +25,8 @@ from tests.test_storage_calibration import SOURCE, _layer_lines, _load_source  #
 
 TAG_FP16 = 0x01306B47
 
+pytestmark = pytest.mark.usefixtures("shared_exports")  # the runs differing in vars the source ignores
+
 RULES = """
 version: 1
 name: tinyq
