@@ -1,0 +1,1 @@
+"""Evaluation sets with checkable answers, the training pieces of the trained fixtures, and ``gsurg eval``."""
