@@ -11,7 +11,10 @@ cli) can look a family up without loading torch or a sibling. A manifest holds:
   the folder inside the family it converts when none is given (its embedded tiny checkpoint);
 * ``model_types`` (optional): the ``config.json`` ``model_type`` values of the checkpoints it converts;
 * ``mrope_layouts`` (optional): ``model_type`` -> ``interleaved`` or ``block``, how a checkpoint's text
-  positions are laid out on the rotary slots when its config does not say so reliably (``gsurg rope``).
+  positions are laid out on the rotary slots when its config does not say so reliably (``gsurg rope``);
+* ``evaluator`` (optional): ``file.py:FUNCTION`` in the family folder, the function ``gsurg eval`` opens a
+  conversion with (``graphsurgeon.evaluation.answers``); ``eval_sets``: the evaluation sets its models
+  answer (``graphsurgeon.evaluation.sets``); ``trained_checkpoint``: the folder of its trained fixture.
 
 ``model.json`` schemas are the files ``<family>.v<version>.schema.json`` in the family folders.
 Every problem with a manifest is a ``RegistryError`` naming the file and the key.
@@ -33,7 +36,19 @@ from graphsurgeon.resources import resource_dir
 MANIFEST = "family.yaml"
 _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 _SCHEMA_NAME = re.compile(r"(?P<family>[a-z][a-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\.schema\.json\Z")
-_KEYS = {"name", "title", "summary", "rules", "needs", "default_checkpoint", "model_types", "mrope_layouts"}
+_KEYS = {
+    "name",
+    "title",
+    "summary",
+    "rules",
+    "needs",
+    "default_checkpoint",
+    "model_types",
+    "mrope_layouts",
+    "evaluator",
+    "eval_sets",
+    "trained_checkpoint",
+}
 MROPE_LAYOUTS = ("interleaved", "block")
 _MODELS = Path(__file__).resolve().parent / "models"
 
@@ -55,6 +70,9 @@ class Family:
     default_checkpoint: Path | None = None
     model_types: tuple[str, ...] = ()
     mrope_layouts: dict[str, str] = field(default_factory=dict)
+    evaluator: str | None = None
+    eval_sets: tuple[str, ...] = ()
+    trained_checkpoint: Path | None = None
 
 
 def _text(doc: dict[str, Any], key: str, where: str, *, required: bool = True) -> str:
@@ -85,12 +103,17 @@ def _manifest(folder: Path) -> Family:
     rules = resource_dir("rules") / rules_name
     if "/" in rules_name or not rules.is_file():
         raise RegistryError(f"{where}: rules: no rule file {rules_name!r} in {rules.parent}")
-    default = doc.get("default_checkpoint")
-    checkpoint = None
-    if default is not None:
-        checkpoint = folder / _text(doc, "default_checkpoint", where)
-        if not checkpoint.is_dir():
-            raise RegistryError(f"{where}: default_checkpoint: no folder {checkpoint}")
+    checkpoint = _folder(doc, "default_checkpoint", folder, where)
+    trained = _folder(doc, "trained_checkpoint", folder, where)
+    evaluator = doc.get("evaluator")
+    if evaluator is not None:
+        evaluator = _text(doc, "evaluator", where)
+        file, sep, attr = evaluator.partition(":")
+        if not sep or not attr.isidentifier() or "/" in file or not (folder / file).is_file():
+            raise RegistryError(f"{where}: evaluator: expected FILE.py:FUNCTION of a file in {folder}")
+    sets = doc.get("eval_sets", [])
+    if not isinstance(sets, list) or not all(isinstance(t, str) and t for t in sets):
+        raise RegistryError(f"{where}: eval_sets: expected a list of set names")
     types = doc.get("model_types", [])
     if not isinstance(types, list) or not all(isinstance(t, str) and t for t in types):
         raise RegistryError(f"{where}: model_types: expected a list of strings")
@@ -109,7 +132,20 @@ def _manifest(folder: Path) -> Family:
         default_checkpoint=checkpoint,
         model_types=tuple(types),
         mrope_layouts=dict(layouts),
+        evaluator=evaluator,
+        eval_sets=tuple(sets),
+        trained_checkpoint=trained,
     )
+
+
+def _folder(doc: dict[str, Any], key: str, folder: Path, where: str) -> Path | None:
+    """The family's sub-folder ``key`` names, or None when the key is absent."""
+    if doc.get(key) is None:
+        return None
+    path = folder / _text(doc, key, where)
+    if not path.is_dir():
+        raise RegistryError(f"{where}: {key}: no folder {path}")
+    return path
 
 
 @cache

@@ -3,7 +3,7 @@
 Every error a user can cause is a ``GsurgError`` and is printed as one line naming the place; warnings a
 reader found (ignored trailing layers, custom layer types) go to stderr too. Each module here registers
 its commands: ``model_files`` (fmt, synth-bin, lint), ``diff`` (diff-bin), ``rules`` (apply, verify,
-schema), ``conversions`` (conversions), ``rope`` (rope).
+schema), ``conversions`` (conversions), ``rope`` (rope), ``evaluate`` (eval).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from graphsurgeon import __version__
-from graphsurgeon.cli import conversions, diff, model_files, rope, rules
+from graphsurgeon.cli import conversions, diff, evaluate, model_files, rope, rules
 from graphsurgeon.cli.common import UsageError
 from graphsurgeon.errors import GsurgError
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules.register(sub)
     conversions.register(sub)
     rope.register(sub)
+    evaluate.register(sub)
     return parser
 
 

@@ -26,7 +26,20 @@ def looks_like_name(text: str) -> bool:
 
 def resolve_rules(args: argparse.Namespace) -> None:
     """Turn ``gsurg apply NAME`` into its family's rule file, with ``--out`` defaulting to ``out/NAME``;
-    fold ``--checkpoint DIR`` into the variables as ``--set checkpoint=DIR``."""
+    fold ``--checkpoint DIR`` (or ``--trained``: the family's trained fixture) into the variables as
+    ``--set checkpoint=DIR``."""
+    if getattr(args, "trained", False):
+        if args.checkpoint is not None:
+            raise UsageError("give --trained or --checkpoint DIR, not both")
+        if not looks_like_name(args.rules):
+            raise UsageError(f"--trained: {args.rules} is a rule file; --trained takes a conversion name")
+        try:
+            family = find_family(args.rules)
+        except RegistryError as err:
+            raise UsageError(f"{args.rules}: not a conversion name ({err})") from None
+        if family.trained_checkpoint is None:
+            raise UsageError(f"--trained: conversion {family.name!r} ships no trained fixture")
+        args.checkpoint = str(family.trained_checkpoint)
     if args.checkpoint is not None:
         if any(item.split("=", 1)[0].strip() == "checkpoint" for item in args.set or []):
             raise UsageError("give the checkpoint once: --checkpoint DIR or --set checkpoint=DIR")
@@ -50,6 +63,8 @@ def _entry(family: Family) -> dict[str, Any]:
         "rules": str(family.rules),
         "needs": family.needs,
         "default_checkpoint": None if family.default_checkpoint is None else str(family.default_checkpoint),
+        "trained_checkpoint": None if family.trained_checkpoint is None else str(family.trained_checkpoint),
+        "eval_sets": list(family.eval_sets),
         "model_types": list(family.model_types),
     }
 
@@ -63,6 +78,11 @@ def _text(found: tuple[Family, ...]) -> str:
             f"  converts: {family.summary}",
             f"  needs:    {family.needs} (--checkpoint DIR; default: {default})",
             f"  command:  gsurg apply {family.name} [--checkpoint DIR] [--out DIR] [--set storage=...]",
+            *(
+                [f"  trained:  gsurg apply {family.name} --trained, then gsurg eval DIR --set {sets[0]}"]
+                if family.trained_checkpoint is not None and (sets := family.eval_sets)
+                else []
+            ),
             "",
         ]
     lines.append(f"{len(found)} conversions")

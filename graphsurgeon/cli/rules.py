@@ -111,6 +111,11 @@ def register(sub: Any) -> None:
         "--checkpoint", metavar="DIR", help="the checkpoint to convert (the same as --set checkpoint=DIR)"
     )
     apply.add_argument(
+        "--trained",
+        action="store_true",
+        help="with NAME: convert the family's trained fixture (gsurg conversions says which ship one)",
+    )
+    apply.add_argument(
         "--strict", action="store_true", help="re-lint after every rule; stop at the first break"
     )
     apply.add_argument("--dry-run", action="store_true", help="run the rules, write nothing")
