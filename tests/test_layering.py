@@ -28,6 +28,7 @@ RANK = {
     "export": 4,
     "rewrite": 5,  # the rule language and engine: no pnnx (export/), no ncnn (verify/)
     "verify": 5,
+    "evaluation": 6,  # gsurg eval: evaluation sets, trained-fixture training and scoring through verify/
     "pipeline": 6,  # gsurg apply's phases: the only package calling export/, verify/ and check/ together
     "testing": 6,  # test support calls check/ and formats/, never the command line
     "cli": 7,
