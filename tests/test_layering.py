@@ -17,6 +17,7 @@ RANK = {
     "registry": 0,  # the model families found by name: reads their manifests, imports none of their code
     "plugins": 0,
     "progress": 0,
+    "evaluation": 0,  # model-agnostic evaluation sets (numpy and Pillow): they know no model, nor gsurg
     "schema": 1,
     "ir": 2,
     "formats": 3,

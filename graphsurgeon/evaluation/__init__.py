@@ -1,0 +1,1 @@
+"""Model-agnostic evaluation sets for measuring what quantization does to task accuracy."""
