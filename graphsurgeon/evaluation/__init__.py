@@ -1,1 +1,2 @@
-"""Evaluation sets with checkable answers, the training pieces of the trained fixtures, and ``gsurg eval``."""
+"""Evaluation sets with checkable answers (text tasks, VQA scenes), the training pieces of the trained
+fixtures, and ``gsurg eval``'s scoring of a conversion against its fp32 reference."""
