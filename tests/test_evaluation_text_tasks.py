@@ -75,3 +75,18 @@ def test_answer_batch_counts_only_the_answer_tokens() -> None:
 @pytest.mark.parametrize(("step", "want"), [(0, 0.01), (9, 0.1), (10, 0.1), (110, 0.01)])
 def test_learning_rate_warms_up_then_decays_to_a_tenth(step: int, want: float) -> None:
     assert learning_rate(step, 110, 0.1, 10) == pytest.approx(want)
+
+
+def test_chance_on_part_of_the_set_is_the_whole_sets_guesser() -> None:
+    """``gsurg eval --limit`` scores the same fixed guesser as the whole set does, not one fitted to the part
+    (fitted to five items of five kinds it would score 100 %)."""
+    held = text_tasks.eval_items()
+    counts: dict[str, Counter[str]] = {}
+    for item in held:
+        counts.setdefault(item.kind, Counter())[item.answer] += 1
+    top = {kind: c.most_common(1)[0][1] for kind, c in counts.items()}
+    missed = [i for i in held if counts[i.kind][i.answer] < top[i.kind]][:5]
+    sole_top = {k for k, c in counts.items() if list(c.values()).count(top[k]) == 1}
+    hit = [i for i in held if i.kind in sole_top and counts[i.kind][i.answer] == top[i.kind]][:5]
+    assert len(missed) == 5 and text_tasks.chance_accuracy(missed) == 0.0
+    assert hit and text_tasks.chance_accuracy(hit) == 1.0
