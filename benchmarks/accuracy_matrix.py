@@ -2,8 +2,12 @@
 tiny model (or a checkpoint given with --checkpoint) written at each storage and verified (``gsurg verify
 --format json``) at each precision against its fp32 reference.
 
-    python benchmarks/accuracy_matrix.py [--models qwen3_llm,penguin_vl,qwen3_vl]
+    python benchmarks/accuracy_matrix.py [--models qwen3_llm,penguin_vl,qwen3_vl] [--trained]
         [--storages fp32,fp16,int8,int4] [--precisions fp32,fp16] [--out DIR] [--json FILE]
+
+With ``--trained`` each family's trained fixture (``gsurg apply NAME --trained``) is converted instead of
+its random-weight tiny checkpoint: verify's thresholds per storage come from those figures
+(graphsurgeon/verify/criteria.py).
 
 Per model, storage and precision it prints the mean stage cosine (and the worst stage's), the teacher-forced
 next-token agreement over all cases (and the worst case's), the mean KL divergence over all steps (nats)
@@ -32,12 +36,11 @@ def gsurg(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def convert(model: str, storage: str, out: Path, extra: list[str]) -> Path:
-    folder = out / f"{model}-{storage}"
+def convert(model: str, storage: str, out: Path, extra: list[str], trained: bool = False) -> Path:
+    folder = out / f"{model}-{'trained-' if trained else ''}{storage}"
     if not (folder / "model.json").exists():
-        done = gsurg(
-            "apply", f"rules/{RULES[model]}", "--out", str(folder), "--set", f"storage={storage}", *extra
-        )
+        source = [model, "--trained"] if trained else [f"rules/{RULES[model]}"]
+        done = gsurg("apply", *source, "--out", str(folder), "--set", f"storage={storage}", *extra)
         if done.returncode != 0:
             raise SystemExit(f"apply {model} {storage} failed:\n{done.stderr}")
     return folder
@@ -69,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--precisions", default="fp32,fp16")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
+    ap.add_argument("--trained", action="store_true", help="convert each family's trained fixture")
     ap.add_argument("--set", action="append", default=[], help="passed to every apply (K=V)")
     args = ap.parse_args(argv)
     extra = [x for kv in args.set for x in ("--set", kv)]
@@ -79,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     for model in args.models.split(","):
         for storage in args.storages.split(","):
-            folder = convert(model, storage, out, extra)
+            folder = convert(model, storage, out, extra, args.trained)
             for precision in args.precisions.split(","):
                 m = measure(folder, precision) | {"model": model, "storage": storage, "precision": precision}
                 rows.append(m)

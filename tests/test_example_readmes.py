@@ -249,6 +249,8 @@ def check_outputs(argv: list[str], result: Result, ws: Workspace, written: list[
         elif command in ("fmt", "synth-bin"):
             target = _option(argv, "-o")
             assert target is not None and (ws.root / target) in written, (where, written)
+        elif command == "eval":
+            assert "task accuracy" in result.out and "set " in result.out, (where, result.out)
         elif command == "schema":
             assert "$defs" in json.loads(result.out), where
         elif command == "rope":

@@ -2,10 +2,11 @@
 
 Unit parts: the KL divergence against closed forms, the judging of a report (exact runs unchanged,
 approximate ones judged on the aggregates), the storage read from a conversion's files. Slow parts: the
-tiny Qwen3 LLM converted at every storage passes its storage's criteria at fp32 and fp16 precision; the
-tiny VLMs, whose random LLM halves amplify every rounding, are held to their own measured figures
-(docs/precision.md, "What each precision costs"), so a regression in the quantizer, the runtime's embedding
-rows or the chains shows. The oracle is HF transformers / the PyTorch references the verifiers already use.
+trained Qwen3 LLM fixture converted at every storage passes its storage's criteria (which were set from
+it) at fp32, fp16 and auto precision; the random-weight tiny LLM and VLMs, whose near-flat logits flip on
+every rounding, are held to their own measured figures (docs/precision.md, "Stress figures: random-weight
+tiny models"), so a regression in the quantizer, the runtime's embedding rows or the chains shows. The
+oracle is HF transformers / the PyTorch references the verifiers already use.
 """
 
 from __future__ import annotations
@@ -56,14 +57,14 @@ def test_an_exact_run_keeps_demanding_equal_tokens_and_every_stage() -> None:
 
 def test_an_approximate_run_is_judged_on_the_aggregates() -> None:
     int8 = criteria_for("fp32", "int8")
-    ok = judged(
-        _report([0.9999, 0.9985], [[1, 2, 3, 4], [5, 6, 7, 9]], [[1, 2, 3, 4], [5, 6, 7, 8]], 0.01), int8
-    )
+    ref = [list(range(1, 11)), list(range(11, 21))]
+    one_off = [ref[0], [*ref[1][:-1], 99]]
+    ok = judged(_report([0.9999, 0.9975], one_off, ref, 0.001), int8)
     assert not ok.exact and ok.passed  # one stage below min_cosine, one token off: the means hold
-    assert ok.agreement == 7 / 8 and ok.mean_kl == pytest.approx(0.01)
-    low_agreement = judged(_report([1.0], [[9, 9, 3, 4]], [[1, 2, 3, 4]], 0.0), int8)
-    assert not low_agreement.passed
-    high_kl = judged(_report([1.0], [[1, 2]], [[1, 2]], 0.5), int8)
+    assert ok.agreement == 19 / 20 and ok.mean_kl == pytest.approx(0.001)
+    two_off = [ref[0], [*ref[1][:-2], 99, 99]]
+    assert not judged(_report([1.0], two_off, ref, 0.0), int8).passed  # 90 % < 95 %
+    high_kl = judged(_report([1.0], [[1, 2]], [[1, 2]], 0.003), int8)
     assert not high_kl.passed
     incomplete = judged(_report([1.0], [[1]], [[1, 2]], 0.0), int8)
     assert not incomplete.passed
@@ -71,9 +72,9 @@ def test_an_approximate_run_is_judged_on_the_aggregates() -> None:
     nan.stages.append(StageResult("bad", 1.0, 0.0, 1.0, 3))
     assert not judged(nan, int8).passed
     text = ok.to_text()
-    assert "teacher-forced agreement 87.5% (>= 85%)" in text and "PASSED" in text
+    assert "teacher-forced agreement 95.0% (>= 95%)" in text and "PASSED" in text
     doc = json.loads(ok.to_json())
-    assert doc["summary"]["agreement"] == 7 / 8 and doc["exact"] is False
+    assert doc["summary"]["agreement"] == 19 / 20 and doc["exact"] is False
 
 
 def test_criteria_grow_looser_with_fewer_bits() -> None:
@@ -97,28 +98,69 @@ def _verify(folder: Path, precision: str, capsys: pytest.CaptureFixture[str]) ->
 
 
 @pytest.fixture(scope="module")
-def llm_conversions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("llm_storages")
+def trained_conversions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The trained LLM fixture at every rounded storage: verify's criteria were set from these."""
+    root = tmp_path_factory.mktemp("trained_storages")
     out = {}
-    for storage in ("fp16", "int8", "int4"):
-        _apply("llm-kv-cache.yaml", root / storage, storage)
+    for storage in ("fp16", "bf16", "int8", "int6", "int4"):
+        argv = ["apply", "qwen3_llm", "--trained", "--out", str(root / storage), "--set"]
+        argv.append(f"storage={storage}")
+        assert main([*argv, "-q"]) == 0
         out[storage] = root / storage
     return out
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("storage", "precision"), [("fp16", "fp16"), ("int8", "fp32"), ("int8", "fp16"), ("int4", "fp32")]
+    ("storage", "precision"),
+    [
+        ("fp16", "fp32"),
+        ("fp16", "fp16"),
+        ("bf16", "fp32"),
+        ("int8", "fp32"),
+        ("int8", "fp16"),
+        ("int6", "fp32"),
+        ("int4", "fp32"),
+        ("int4", "auto"),
+    ],
 )
-def test_the_tiny_llm_passes_its_storages_criteria(
-    llm_conversions: dict[str, Path], storage: str, precision: str, capsys: pytest.CaptureFixture[str]
+def test_the_trained_llm_passes_its_storages_criteria(
+    trained_conversions: dict[str, Path], storage: str, precision: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, doc = _verify(llm_conversions[storage], precision, capsys)
+    code, doc = _verify(trained_conversions[storage], precision, capsys)
     assert doc["criteria"].startswith(f"{precision} x {storage}:")
     assert code == 0 and doc["passed"], doc["summary"]
     assert not doc["exact"]
     steps = sum(len(t["reference"]) for t in doc["tokens"])
     assert steps == 3 * 32 and all(len(t["kl"]) == len(t["reference"]) for t in doc["tokens"])
+
+
+#: The random-weight tiny LLM's own figures (docs/precision.md; 0.99980 / 94.8 % / 0.0031 at int8, 0.97527 /
+#: 62.5 % / 0.28 at int4, fp32 precision), with a margin: its near-flat logits miss verify's criteria, which
+#: are the trained fixture's, so it is held to these as a regression bound for the quantizer and the chains.
+RANDOM_LLM_BOUNDS = {"int8": (0.999, 0.85, 0.02), "int4": (0.95, 0.5, 0.5)}
+
+
+@pytest.fixture(scope="module")
+def random_llm_conversions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("llm_storages")
+    out = {}
+    for storage in RANDOM_LLM_BOUNDS:
+        _apply("llm-kv-cache.yaml", root / storage, storage)
+        out[storage] = root / storage
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("storage", sorted(RANDOM_LLM_BOUNDS))
+def test_the_random_tiny_llm_stays_within_its_measured_bounds(
+    random_llm_conversions: dict[str, Path], storage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, doc = _verify(random_llm_conversions[storage], "fp32", capsys)
+    cosine, agreement, kl = RANDOM_LLM_BOUNDS[storage]
+    s = doc["summary"]
+    assert s["mean_cosine"] >= cosine and s["agreement"] >= agreement and s["mean_kl"] <= kl, s
+    assert code == (0 if doc["passed"] else 1)
 
 
 #: The tiny VLMs' own figures at int8 (README table; measured at fp32 precision on x86, at the default block:
