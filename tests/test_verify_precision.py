@@ -189,11 +189,12 @@ def test_the_tiny_vlms_int8_conversions_stay_within_their_measured_bounds(
 def test_verify_names_the_storage_it_read_from_the_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from graphsurgeon.verify.conversion_storage import conversion_storage
+    from graphsurgeon.verify.conversion_storage import conversion_storage, net_storages
 
     _apply("llm-kv-cache.yaml", tmp_path / "i6", "int6")
     doc = json.loads((tmp_path / "i6" / "model.json").read_text())
     assert conversion_storage(tmp_path / "i6", doc) == "int6"
+    assert net_storages(tmp_path / "i6", doc) == {"embed": "fp32", "decoder": "int6", "lm_head": "int6"}
     del doc["nets"]["decoder"], doc["nets"]["lm_head"]  # the embed net alone holds fp32
     assert conversion_storage(tmp_path / "i6", doc) == "fp32"
     assert np.isfinite(criteria_for("auto", "int6").min_cosine)

@@ -20,7 +20,7 @@ from graphsurgeon.evaluation.errors import EvalError
 from graphsurgeon.input_files import read_json_input
 from graphsurgeon.plugins import load_callable
 from graphsurgeon.registry import find_family
-from graphsurgeon.verify.conversion_storage import conversion_storage
+from graphsurgeon.verify.conversion_storage import net_storages
 from graphsurgeon.verify.criteria import kl_divergence
 
 Progress = Callable[[str], None]
@@ -41,6 +41,7 @@ class EvalRow:
     kl_sum: float = 0.0
     same_answers: int = 0  # items whose answer text equals the reference's
     errors: list[str] = field(default_factory=list)
+    net_storage: dict[str, str] = field(default_factory=dict)  # each net's own storage label
 
     @property
     def accuracy(self) -> float:
@@ -78,9 +79,12 @@ def open_answerer(folder: Path, precision: str, threads: int) -> Answerer:
     return answerer
 
 
-def _storage(folder: Path) -> str:
+def _storage(folder: Path) -> tuple[str, dict[str, str]]:
+    """The conversion's storage label, ``a+b`` for nets stored apart (a VLM's halves), and each net's."""
     doc = read_json_input(folder / "model.json", what="a model.json", error=EvalError)
-    return conversion_storage(folder, doc)
+    nets = net_storages(folder, doc)
+    distinct = sorted(set(nets.values()))
+    return (distinct[0] if len(distinct) == 1 else "+".join(distinct)) if distinct else "fp32", nets
 
 
 def _answer_all(
@@ -119,10 +123,10 @@ def evaluate(
             is_correct(a, i) for a, i in zip(ref_answers, items, strict=True)
         ) / max(1, len(items))
     for folder in folders:
-        storage = _storage(folder)
+        storage, nets = _storage(folder)
         for precision in precisions:
             answerer = open_answerer(folder, precision, threads)
-            row = EvalRow(str(folder), storage, precision, len(items), 0)
+            row = EvalRow(str(folder), storage, precision, len(items), 0, net_storage=nets)
             try:
                 _score(row, answerer, items, ref_answers, max_tokens, progress)
             finally:
@@ -173,6 +177,7 @@ def report_json(report: EvalReport) -> dict[str, Any]:
             {
                 "folder": r.folder,
                 "storage": r.storage,
+                "net_storage": r.net_storage,
                 "precision": r.precision,
                 "accuracy": r.accuracy,
                 "correct": r.correct,

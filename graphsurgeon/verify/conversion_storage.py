@@ -13,19 +13,7 @@ from graphsurgeon.formats.param_any import read_param
 from graphsurgeon.ir.weights import Storage
 
 
-def conversion_storage(folder: Path, doc: dict[str, Any]) -> str:
-    """The storage label of the nets ``doc`` (a model.json) lists in ``folder``."""
-    bits: set[int] = set()
-    floats: set[Storage] = set()
-    for entry in doc.get("nets", {}).values():
-        if not isinstance(entry, dict) or not entry.get("bin"):
-            continue
-        graph = read_param(folder / entry["param"])
-        for rec in walk_bin(graph, folder / entry["bin"]):
-            if rec.storage is Storage.BYTES and rec.load_type in (4, 6, 8):
-                bits.add(rec.load_type)
-            elif rec.storage in (Storage.FP16, Storage.BF16):
-                floats.add(rec.storage)
+def _label(bits: set[int], floats: set[Storage]) -> str:
     if bits:
         return f"int{min(bits)}"
     if Storage.FP16 in floats:
@@ -33,3 +21,40 @@ def conversion_storage(folder: Path, doc: dict[str, Any]) -> str:
     if Storage.BF16 in floats:
         return "bf16"
     return "fp32"
+
+
+def _read(folder: Path, entry: dict[str, Any]) -> tuple[set[int], set[Storage]]:
+    bits: set[int] = set()
+    floats: set[Storage] = set()
+    graph = read_param(folder / entry["param"])
+    for rec in walk_bin(graph, folder / entry["bin"]):
+        if rec.storage is Storage.BYTES and rec.load_type in (4, 6, 8):
+            bits.add(rec.load_type)
+        elif rec.storage in (Storage.FP16, Storage.BF16):
+            floats.add(rec.storage)
+    return bits, floats
+
+
+def _nets(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        name: entry
+        for name, entry in doc.get("nets", {}).items()
+        if isinstance(entry, dict) and entry.get("bin")
+    }
+
+
+def net_storages(folder: Path, doc: dict[str, Any]) -> dict[str, str]:
+    """Each net's own storage label, by the nets' names in ``doc`` (a conversion whose halves were stored
+    apart, such as a VLM's ``vision_storage``, shows here)."""
+    return {name: _label(*_read(folder, entry)) for name, entry in _nets(doc).items()}
+
+
+def conversion_storage(folder: Path, doc: dict[str, Any]) -> str:
+    """The storage label of the nets ``doc`` (a model.json) lists in ``folder``."""
+    bits: set[int] = set()
+    floats: set[Storage] = set()
+    for entry in _nets(doc).values():
+        b, f = _read(folder, entry)
+        bits |= b
+        floats |= f
+    return _label(bits, floats)
