@@ -182,6 +182,9 @@ def test_bad_map_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         ),
         ("fc.weight: {tensor: fc_t, transforms: [{slice: {axis: false, stop: 2}}]}\n", "must be ints"),
         (b"fc.weight: fc_t\n\xff\n", "bad.yaml:2: not UTF-8 text"),
+        # plain ValueErrors, not YAML errors, inside PyYAML: the scanner's chr() and Python's int digit limit
+        ('fc.weight: fc_t\nfc.bias: "\\U00110000"\n', "bad.yaml:2: not valid YAML: chr() arg not in range"),
+        ("fc.weight: fc_t\nfc.bias: " + "9" * 5000 + "\n", "bad.yaml:2: not valid YAML: an integer of 5000"),
     ):
         (tmp_path / "bad.yaml").write_bytes(text if isinstance(text, bytes) else text.encode())
         assert gsurg(["diff-bin", str(b), str(ckpt), "--map", str(tmp_path / "bad.yaml")]) == 2

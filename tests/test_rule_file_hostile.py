@@ -56,6 +56,7 @@ LAUGHS = "".join(
         ),
         (LAUGHS, "r.yaml:1: the document expands to more than 200000 values"),
         (HEAD + "name2: !!int abc\n", "r.yaml:3: int 'abc' cannot be read"),
+        (HEAD + 'name2: "\\U00110000"\n', "r.yaml:3: not valid YAML: chr() arg not in range(0x110000)"),
         (HEAD + "graphs: !!python/object/apply:os.system ['true']\n", "r.yaml:3: the tag"),
         (
             HEAD + "vars: {eos: null}\ngraphs: {main: {}}\n",
@@ -75,6 +76,7 @@ LAUGHS = "".join(
         "deep-block",
         "laughs",
         "bad-int",
+        "escape-beyond-unicode",
         "python-tag",
         "null-var",
         "nested-quantifier",
@@ -97,7 +99,7 @@ def test_a_file_that_is_not_utf8_names_the_line(tmp_path: Path, capsys: pytest.C
     assert "r.yaml:2: not UTF-8 (byte 0xe9 at offset 20)" in err_line(capsys)
 
 
-@pytest.mark.parametrize("what", ["/dev/zero", "fifo", "loop"])
+@pytest.mark.parametrize("what", ["/dev/zero", "fifo", "loop", "folder"])
 def test_a_rule_file_must_be_a_readable_regular_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], what: str
 ) -> None:
@@ -108,6 +110,9 @@ def test_a_rule_file_must_be_a_readable_regular_file(
         os.symlink("b.yaml", tmp_path / "a.yaml")
         os.symlink("a.yaml", tmp_path / "b.yaml")
         path = tmp_path / "a.yaml"
+    elif what == "folder":  # os.fdopen named the descriptor, and the CLI's last resort then raised
+        path = tmp_path / "rules.d"
+        path.mkdir()
     else:
         path = Path(what)
     assert _apply(tmp_path, path) == 2

@@ -23,6 +23,7 @@ one at a time (fp32/fp16 through ``safetensors``' numpy API) in their stored dty
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +60,18 @@ def _construct_unique(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[
     return dict(loader.construct_pairs(node, deep=True))
 
 
+def _construct_int(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> int:
+    """An int, or a YAML error at its line (Python refuses an int of over 4300 digits with a ValueError)."""
+    try:
+        return int(yaml.constructor.SafeConstructor.construct_yaml_int(loader, node))
+    except ValueError:
+        digits = sum(c.isdigit() for c in str(node.value))
+        problem = f"an integer of {digits} digits (at most {sys.get_int_max_str_digits()})"
+        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
+
+
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def load_map(path: str) -> list[MapEntry]:
@@ -67,14 +79,27 @@ def load_map(path: str) -> list[MapEntry]:
     the entry for anything malformed."""
     raw = read_input(path, what="a weight map", error=CheckpointError)
     try:
-        data = yaml.load(raw.decode("utf-8"), Loader=_UniqueKeyLoader)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
         raise CheckpointError(f"{path}:{line}: not UTF-8 text") from None
+    loader: _UniqueKeyLoader | None = None
+    try:
+        loader = _UniqueKeyLoader(text)  # its reader refuses control characters here
+        data = loader.get_single_data()
     except RecursionError:
         raise CheckpointError(f"{path}: not valid YAML: nested too deeply") from None
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        at = f":{mark.line + 1}" if mark is not None else ""
+        raise CheckpointError(f"{path}{at}: not valid YAML: {err.problem}") from None
     except yaml.YAMLError as err:
         raise CheckpointError(f"{path}: not valid YAML: {' '.join(str(err).split())}") from None
+    except ValueError as err:  # PyYAML's scanner builds some scalars itself: chr() of a "\U00110000" escape
+        raise CheckpointError(f"{path}:{loader.line + 1 if loader else 1}: not valid YAML: {err}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     if not isinstance(data, dict) or not data:
         raise CheckpointError(f"{path}: a weight map is a YAML mapping of `layer.slot: tensor-name`")
     entries = []

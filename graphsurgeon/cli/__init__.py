@@ -51,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gsurg: error: {err}", file=sys.stderr)
         return err.exit_code
     except OSError as err:  # a last resort: every known failure is a GsurgError naming its path
-        where = f"{os.fsdecode(err.filename)}: " if err.filename is not None else ""
+        name = err.filename  # a path, or (os.fdopen's) a file descriptor, which names nothing
+        where = f"{os.fsdecode(name)}: " if isinstance(name, str | bytes | os.PathLike) else ""
         print(f"gsurg: error: {where}{err.strerror or err}", file=sys.stderr)
         return 2

@@ -149,10 +149,11 @@ def read_text(path: str) -> str:
     except (OSError, ValueError) as err:
         reason = err.strerror if isinstance(err, OSError) else "the path holds a NUL character"
         raise RuleFileError(f"{path}: cannot read: {reason}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # before fdopen, which refuses a folder with the descriptor as its name
+        os.close(fd)
+        raise RuleFileError(f"{path}: cannot read: {kind(path)}, not a file")
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise RuleFileError(f"{path}: cannot read: {kind(path)}, not a file")
         if st.st_size > MAX_FILE_BYTES:
             raise RuleFileError(f"{path}: {st.st_size} bytes; a rule file is at most {MAX_FILE_BYTES}")
         data = fh.read(MAX_FILE_BYTES + 1)
@@ -170,8 +171,10 @@ def load_located(path: str, text: str | None = None) -> LocatedYaml:
     the bounds above are errors naming the file and line."""
     if text is None:
         text = read_text(path)
+    loader: yaml.SafeLoader | None = None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = yaml.SafeLoader(text)  # its reader refuses control characters here
+        node = loader.get_single_node()
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         line = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
@@ -187,6 +190,11 @@ def load_located(path: str, text: str | None = None) -> LocatedYaml:
         raise RuleFileError(
             f"{path}: not valid YAML: nested too deeply (at most {MAX_DEPTH} levels)"
         ) from None
+    except ValueError as err:  # PyYAML's scanner builds some scalars itself: chr() of a "\U00110000" escape
+        raise RuleFileError(f"{path}:{loader.line + 1 if loader else 1}: not valid YAML: {err}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     if node is None:
         raise RuleFileError(f"{path}: the rule file is empty")
     lines: dict[Path_, int] = {}
