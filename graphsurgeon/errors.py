@@ -5,6 +5,26 @@ All of these are user-facing input errors: the CLI prints ``str(err)`` on one li
 
 from __future__ import annotations
 
+#: The most characters of a user's input an error line quotes (``quoted``), and of a whole message line
+#: (``clipped``): a 2 MB token in a .param must not become a 2 MB line on stderr.
+QUOTE_LIMIT = 60
+LINE_LIMIT = 1000
+
+
+def quoted(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(text)``, cut to its first ``limit`` characters with the whole length stated when longer."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def clipped(line: str, limit: int = LINE_LIMIT) -> str:
+    """A message line cut to ``limit`` characters, with what was cut stated; the last bound for every line
+    the CLI prints, whichever message quoted input without ``quoted``."""
+    if len(line) <= limit:
+        return line
+    return f"{line[:limit]}... ({len(line) - limit} more characters)"
+
 
 class GsurgError(Exception):
     """Base of every error gsurg reports to a user (exit code 2)."""

@@ -11,7 +11,7 @@ from graphsurgeon.check.checks_quant import check_gemm_block_quantize
 from graphsurgeon.check.context import LintContext
 from graphsurgeon.check.findings import Finding, error, warning
 from graphsurgeon.check.shapes import SHAPE_HINTS_ID, dynamic_evidence, hint_records
-from graphsurgeon.errors import GsurgError
+from graphsurgeon.errors import QUOTE_LIMIT, GsurgError, quoted
 from graphsurgeon.ir.graph import Layer
 from graphsurgeon.ir.params import Param
 from graphsurgeon.schema.catalog import ParamSpec, ValueType
@@ -110,9 +110,10 @@ def check_layer_types(ctx: LintContext) -> Iterator[Finding]:
             )
         elif layer.type not in reported:
             reported.add(layer.type)
+            shown = layer.type if len(layer.type) <= QUOTE_LIMIT else quoted(layer.type)
             yield warning(
                 "custom-layer",
-                f"{layer.type} is not an ncnn layer: it loads only if the program registers it "
+                f"{shown} is not an ncnn layer: it loads only if the program registers it "
                 "(declare it with --custom TYPE[:weights])",
                 **_at(layer),
             )

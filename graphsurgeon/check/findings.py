@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from graphsurgeon.errors import clipped
+
 SCHEMA_VERSION = 1
 
 
@@ -101,7 +103,10 @@ class LintReport:
         )
 
     def to_text(self) -> str:
-        lines = [f"{self.path}: {f.level.value}: [{f.check}] {f.where()}: {f.message}" for f in self.findings]
+        lines = [
+            clipped(f"{self.path}: {f.level.value}: [{f.check}] {f.where()}: {f.message}")
+            for f in self.findings
+        ]
         verdict = "PASSED" if self.errors == 0 else "FAILED"
         weights = f", {self.weights} weights" if self.weights is not None else ""
         lines.append(

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from graphsurgeon import __version__
 from graphsurgeon.cli import conversions, diff, evaluate, model_files, rope, rules
 from graphsurgeon.cli.common import UsageError
-from graphsurgeon.errors import GsurgError
+from graphsurgeon.errors import GsurgError, clipped
 
 __all__ = ["UsageError", "build_parser", "main"]
 
@@ -48,10 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except GsurgError as err:
-        print(f"gsurg: error: {err}", file=sys.stderr)
+        print(clipped(f"gsurg: error: {err}"), file=sys.stderr)
         return err.exit_code
     except OSError as err:  # a last resort: every known failure is a GsurgError naming its path
         name = err.filename  # a path, or (os.fdopen's) a file descriptor, which names nothing
         where = f"{os.fsdecode(name)}: " if isinstance(name, str | bytes | os.PathLike) else ""
-        print(f"gsurg: error: {where}{err.strerror or err}", file=sys.stderr)
+        print(clipped(f"gsurg: error: {where}{err.strerror or err}"), file=sys.stderr)
         return 2

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from graphsurgeon.errors import quoted
+
 _TERMINAL_NAMES = {
     "KEY": "a param `id=value` (no blank after '=')",
     "NAME": "a name",
@@ -32,7 +34,7 @@ def syntax_message(err: UnexpectedInput, text: str) -> str:
     if isinstance(err, UnexpectedToken):
         tok = err.token
         shown = (
-            "end of line" if tok.type == "_NL" else "end of file" if tok.type == "$END" else repr(str(tok))
+            "end of line" if tok.type == "_NL" else "end of file" if tok.type == "$END" else quoted(str(tok))
         )
         return f"unexpected {shown}{want}"
     if isinstance(err, UnexpectedCharacters):
