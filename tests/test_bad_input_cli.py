@@ -84,3 +84,27 @@ def test_cli_subprocess_missing_input(tmp_path: Path) -> None:
     assert str(missing) in lines[0]
     assert proc.stdout == ""
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fmt", "IN", "-o", "OUT", "--bin", "", "--out-bin", ""],
+        ["lint", "IN", "--bin", ""],
+        ["fmt", "", "-o", "OUT"],
+        ["diff-bin", "A", "B", "--map", ""],
+        ["apply", "RULES", "--out", ""],
+    ],
+    ids=["fmt-bin", "lint-bin", "fmt-input", "diff-map", "apply-out"],
+)
+def test_an_empty_path_is_an_error_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """``gsurg fmt --bin ''`` once read as "no --bin" and exited 0 without reading or writing the weights."""
+    param = tmp_path / "m.param"
+    param.write_text("7767517\n2 2\nInput in 0 1 x\nReLU r 1 1 x y\n")
+    names = {"IN": str(param), "OUT": str(tmp_path / "o.param"), "A": str(param), "B": str(param)}
+    names["RULES"] = str(tmp_path / "r.yaml")
+    assert main([names.get(a, a) for a in argv]) == 2
+    assert "an empty path names no file" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.param"]

@@ -18,6 +18,14 @@ class UsageError(GsurgError):
     """Bad command-line use (exit 2)."""
 
 
+def path_arg(text: str) -> str:
+    """An argparse ``type`` for a path: the empty string names no file, and is an error naming the option
+    (``--bin ''`` once read as "no --bin", and ``gsurg fmt`` exited 0 without touching the weights)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file")
+    return text
+
+
 def add_report_options(
     parser: argparse.ArgumentParser,
     *,

@@ -10,7 +10,7 @@ from typing import Any
 from graphsurgeon.check.diff_bin import DiffOptionError, diff_bins
 from graphsurgeon.check.diff_report import render_md, render_text
 from graphsurgeon.check.diff_stats import CHUNK_ELEMS, MAX_CHUNK_ELEMS
-from graphsurgeon.cli.common import UsageError, add_report_options
+from graphsurgeon.cli.common import UsageError, add_report_options, path_arg
 from graphsurgeon.formats.recovery import warn_pending
 
 #: How the command line spells the options ``diff_bins`` errors name.
@@ -24,15 +24,19 @@ FLAGS = {
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", help="first .bin (or a .safetensors / .safetensors.index.json checkpoint)")
-    parser.add_argument("b", help="second .bin, the reference for rtol (or a checkpoint)")
-    parser.add_argument("--param-a", help="the .param of a (default: beside it, same stem)")
-    parser.add_argument("--param-b", help="the .param of b (default: beside it, same stem)")
+    parser.add_argument(
+        "a", type=path_arg, help="first .bin (or a .safetensors / .safetensors.index.json checkpoint)"
+    )
+    parser.add_argument("b", type=path_arg, help="second .bin, the reference for rtol (or a checkpoint)")
+    parser.add_argument("--param-a", type=path_arg, help="the .param of a (default: beside it, same stem)")
+    parser.add_argument("--param-b", type=path_arg, help="the .param of b (default: beside it, same stem)")
     parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default 1e-5)")
     parser.add_argument(
         "--rtol", type=float, default=1e-5, help="relative tolerance, times |b| (default 1e-5)"
     )
-    parser.add_argument("--map", help="YAML map `layer.slot: tensor` (needed with a checkpoint side)")
+    parser.add_argument(
+        "--map", type=path_arg, help="YAML map `layer.slot: tensor` (needed with a checkpoint side)"
+    )
     add_report_options(parser, formats=("text", "json", "md"))
     parser.add_argument(
         "--fail-on-diff",

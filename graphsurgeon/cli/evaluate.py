@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graphsurgeon.cli.common import UsageError, add_report_options
+from graphsurgeon.cli.common import UsageError, add_report_options, path_arg
 from graphsurgeon.progress import Progress
 
 PRECISIONS = ("fp32", "fp16", "auto")  # verify.ncnn_fp32.PRECISIONS, without importing ncnn here
@@ -66,9 +66,16 @@ def register(sub: Any) -> None:
         "reference's answer tokens: the share of steps whose argmax is the reference's token (agreement) and "
         "the mean KL(reference || conversion) of the next-token distributions.",
     )
-    p.add_argument("folders", nargs="+", metavar="DIR", help="conversion folders (gsurg apply's --out)")
+    p.add_argument(
+        "folders", nargs="+", type=path_arg, metavar="DIR", help="conversion folders (gsurg apply's --out)"
+    )
     p.add_argument("--set", required=True, metavar="NAME", help="the evaluation set (text-tasks)")
-    p.add_argument("--reference", metavar="DIR", help="the conversion agreement and KL are measured against")
+    p.add_argument(
+        "--reference",
+        type=path_arg,
+        metavar="DIR",
+        help="the conversion agreement and KL are measured against",
+    )
     p.add_argument(
         "--precision",
         default="fp32",

@@ -13,6 +13,7 @@ from graphsurgeon.cli.common import (
     UsageError,
     add_report_options,
     names,
+    path_arg,
     prepare_outputs,
     record_json,
     report_text,
@@ -100,10 +101,12 @@ def register(sub: Any) -> None:
         description="Parse a .param (text or .param.bin) and write it canonically; with --bin, walk the "
         "weights at exact offsets and write them back through the checked writer.",
     )
-    fmt.add_argument("input", help="input .param or .param.bin")
-    fmt.add_argument("-o", "--output", required=True, help="output .param (.param.bin for the binary form)")
-    fmt.add_argument("--bin", help="input .bin to walk and re-emit")
-    fmt.add_argument("--out-bin", help="output .bin (with --bin)")
+    fmt.add_argument("input", type=path_arg, help="input .param or .param.bin")
+    fmt.add_argument(
+        "-o", "--output", required=True, type=path_arg, help="output .param (.param.bin for the binary form)"
+    )
+    fmt.add_argument("--bin", type=path_arg, help="input .bin to walk and re-emit")
+    fmt.add_argument("--out-bin", type=path_arg, help="output .bin (with --bin)")
     fmt.add_argument("--to", choices=["auto", "text", "bin"], default="auto", help="output param form")
     add_report_options(
         fmt,
@@ -118,8 +121,8 @@ def register(sub: Any) -> None:
         "without Split, literal types against the layer catalog, unconverted ops, per-layer rules, the "
         "declared interface and, with --bin, the exact-offset weight walk and every weight's values.",
     )
-    lint.add_argument("input", help="the .param (text or .param.bin)")
-    lint.add_argument("--bin", help="the .bin to walk and scan")
+    lint.add_argument("input", type=path_arg, help="the .param (text or .param.bin)")
+    lint.add_argument("--bin", type=path_arg, help="the .bin to walk and scan")
     lint.add_argument("--inputs", action="append", metavar="A,B", help="declared input blobs")
     lint.add_argument("--outputs", action="append", metavar="X,Y", help="declared output blobs")
     lint.add_argument(
@@ -137,8 +140,8 @@ def register(sub: Any) -> None:
         description="Write a .bin whose size is exactly what the .param's layers load, filled with "
         "seeded random values (like ncnnoptimize with a null bin, but reproducible).",
     )
-    synth.add_argument("input", help="input .param or .param.bin")
-    synth.add_argument("-o", "--output", required=True, help="output .bin")
+    synth.add_argument("input", type=path_arg, help="input .param or .param.bin")
+    synth.add_argument("-o", "--output", required=True, type=path_arg, help="output .bin")
     synth.add_argument("--seed", type=int, default=0)
     synth.add_argument(
         "--storage", choices=["fp32", "fp16", "bf16"], default="fp32", help="tagged-slot storage"

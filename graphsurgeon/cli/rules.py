@@ -14,7 +14,7 @@ from graphsurgeon.cli.apply_text import (
     summary,
     table,
 )
-from graphsurgeon.cli.common import add_report_options, report_text
+from graphsurgeon.cli.common import add_report_options, path_arg, report_text
 from graphsurgeon.cli.conversions import resolve_rules
 from graphsurgeon.pipeline.apply import explain_rule, run_apply
 from graphsurgeon.progress import Progress
@@ -103,12 +103,17 @@ def register(sub: Any) -> None:
         metavar="RULES|NAME",
         help="the rule file (YAML), or a conversion's name (gsurg conversions; --out defaults to out/NAME)",
     )
-    apply.add_argument("input", nargs="?", help="the model's .param, available to the rules as input 'model'")
-    apply.add_argument("--bin", help="the model's .bin")
-    apply.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a rule-file variable")
-    apply.add_argument("--out", help="output folder")
     apply.add_argument(
-        "--checkpoint", metavar="DIR", help="the checkpoint to convert (the same as --set checkpoint=DIR)"
+        "input", nargs="?", type=path_arg, help="the model's .param, available to the rules as input 'model'"
+    )
+    apply.add_argument("--bin", type=path_arg, help="the model's .bin")
+    apply.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a rule-file variable")
+    apply.add_argument("--out", type=path_arg, help="output folder")
+    apply.add_argument(
+        "--checkpoint",
+        type=path_arg,
+        metavar="DIR",
+        help="the checkpoint to convert (the same as --set checkpoint=DIR)",
     )
     apply.add_argument(
         "--trained",
