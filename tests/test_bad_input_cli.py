@@ -108,3 +108,17 @@ def test_an_empty_path_is_an_error_naming_the_option(
     assert main([names.get(a, a) for a in argv]) == 2
     assert "an empty path names no file" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.param"]
+
+
+@pytest.mark.parametrize(
+    "name", [".gsurg-0123456789abcdef.lock", ".gsurg-0123456789abcdef.journal", ".gsurg-x"]
+)
+def test_an_output_named_like_gsurgs_own_files_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """A later run's recovery would read such a file as a lock or journal of its own, or remove it."""
+    param = tmp_path / "m.param"
+    param.write_text("7767517\n2 2\nInput in 0 1 x\nReLU r 1 1 x y\n")
+    assert main(["fmt", str(param), "-o", str(tmp_path / name)]) == 2
+    assert "are gsurg's own" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.param"]

@@ -50,10 +50,12 @@ from graphsurgeon.formats.faults import fault_point
 from graphsurgeon.formats.outpaths import ensure_folder, existing_mode
 from graphsurgeon.formats.recovery import recover_folder
 from graphsurgeon.formats.staging import (
+    PREFIX,
     HeldLock,
     create_new,
     fsync_dir,
     hold_lock,
+    is_own_name,
     journal_bytes,
     journal_name,
     journal_new_name,
@@ -106,6 +108,7 @@ class AtomicGroup:
 
     def _stage(self, path: str | os.PathLike[str]) -> tuple[int, _Staged]:
         shown = os.fspath(path)
+        refuse_own_name(shown)
         folder = os.path.realpath(os.path.dirname(os.path.abspath(shown)))
         target = os.path.join(folder, os.path.basename(shown))
         if not os.path.isdir(folder):
@@ -266,10 +269,20 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, group: AtomicG
         fh.write(data)
 
 
+def refuse_own_name(path: str) -> None:
+    """An output named like gsurg's own lock, journal or staging files (``.gsurg-…``) is refused."""
+    if is_own_name(os.path.basename(path)):
+        raise OutputError(
+            f"{path}: cannot write: names starting with {PREFIX} are gsurg's own (its locks, journals and "
+            "staging files); choose another name"
+        )
+
+
 def prepare_output(path: str) -> None:
     """Before a command reads its inputs: create the output's folder, refuse a target that is a folder or
     not a regular file, and complete or clean up interrupted runs in that folder (so an input kept there is
     read whole). Errors name ``path``."""
+    refuse_own_name(path)
     folder = os.path.dirname(path) or "."
     ensure_folder(folder, path)
     existing_mode(path, path)

@@ -21,6 +21,7 @@ import stat
 from pathlib import PurePosixPath
 
 from graphsurgeon.errors import OutputError
+from graphsurgeon.formats.staging import PREFIX, is_own_name
 from graphsurgeon.input_files import kind_of
 
 
@@ -40,6 +41,11 @@ def check_output_name(name: str) -> str:
         raise ValueError(f"the output path {name!r} leaves the output folder (..); outputs stay inside --out")
     if not pure.parts or pure.parts == (".",):
         raise ValueError(f"the output path {name!r} names the output folder itself, not a file")
+    if is_own_name(pure.name):
+        raise ValueError(
+            f"the output path {name!r} starts with {PREFIX}, the names of gsurg's own locks, journals and "
+            "staging files"
+        )
     return name
 
 

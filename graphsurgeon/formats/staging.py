@@ -52,6 +52,12 @@ _LOCK_BYTES_MAX = 4096
 _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS}
 
 
+def is_own_name(name: str) -> bool:
+    """Whether a file name is in gsurg's own namespace (locks, journals, staging files): an output may not
+    take such a name, or a later run's recovery would read it as one of these (or remove it)."""
+    return name.startswith(PREFIX)
+
+
 def owned(st: os.stat_result) -> bool:
     """A regular file of the user running gsurg."""
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()

@@ -13,7 +13,6 @@ when a graph asks; ``release_sources`` forgets them before writing.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from graphsurgeon.export.errors import ExportError
 from graphsurgeon.export.job import PlainValue
 from graphsurgeon.formats.safetensors import Checkpoint, checkpoint_path
 from graphsurgeon.pipeline.checkpoint_pool import CheckpointPool
+from graphsurgeon.pipeline.work_folder import WorkFolder, make_work_folder
 from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.loader import RuleProgram, open_rule_file
 from graphsurgeon.rewrite.rule_facts import code_notice
@@ -66,6 +66,7 @@ class Prepared:
     rule_files: list[str] = field(default_factory=list)  # the rule file and every file it includes
     path_vars: list[str] = field(default_factory=list)  # the values of its {path: …} variables
     pool: CheckpointPool = field(default_factory=CheckpointPool)  # every checkpoint the run opens, once
+    work_lock: WorkFolder | None = None  # the work folder's lock, held while the run lives
 
     def read_paths(self) -> list[str]:
         """Every file or folder the run reads (none of them may be an output): the rule files, the models,
@@ -93,12 +94,14 @@ class Prepared:
         when it is kept."""
         self.release_sources()
         self.pool.close()
-        if self.work is None or not self.work.exists():
+        if self.work_lock is not None:
+            self.work_lock.close(keep=self.keep_work)
+            self.work_lock = None
+        elif self.work is not None and not self.keep_work:
+            shutil.rmtree(self.work, ignore_errors=True)
+        if self.work is None or not self.work.exists() or not self.keep_work:
             return None
-        if self.keep_work:
-            return str(self.work)
-        shutil.rmtree(self.work, ignore_errors=True)
-        return None
+        return str(self.work)
 
 
 def prepare(
@@ -125,7 +128,8 @@ def prepare(
     unread = program.unread_inputs()  # read only by graphs whose when: is false
     exports = {name: entry.export for name, entry in inputs.items() if entry.export is not None}
     wanted = {name: sub for name, sub in exports.items() if name not in unread}
-    work = _work_folder(work_parent) if wanted else None
+    work_lock = make_work_folder(work_parent) if wanted else None
+    work = work_lock.path if work_lock is not None else None
     calibration: dict[str, Samples] = {}
     pool = CheckpointPool()
     try:
@@ -137,29 +141,32 @@ def prepare(
         checkpoints = {name: pool.get(checkpoint_path(c.path)) for name, c in rules.checkpoints.items()}
     except BaseException as err:
         pool.close()
-        if work is not None and not keep_work:
-            shutil.rmtree(work, ignore_errors=True)
-            if isinstance(err, ExportError) and str(work) in str(err):  # it points at a file just removed
-                raise ExportError(f"{err} (the work folder is removed; --keep-work keeps it)") from None
+        if work_lock is not None:
+            work_lock.close(keep=keep_work)
+        removed = work is not None and not keep_work
+        if removed and isinstance(err, ExportError) and str(work) in str(err):  # it names a removed file
+            raise ExportError(f"{err} (the work folder is removed; --keep-work keeps it)") from None
         raise
     rule_files = [src.path for src in program.files]
     path_vars = [str(v) for v in program.scope.path_values()]
     return Prepared(
-        rules, inputs, checkpoints, work, keep_work, sorted(wanted), calibration, rule_files, path_vars, pool
+        rules,
+        inputs,
+        checkpoints,
+        work,
+        keep_work,
+        sorted(wanted),
+        calibration,
+        rule_files,
+        path_vars,
+        pool,
+        work_lock,
     )
 
 
 def _export_notice(program: RuleProgram) -> str:
     ref = program.sections.source.export if program.sections.source is not None else None
     return code_notice(program.path, f"its export source {ref} (source.export)")
-
-
-def _work_folder(parent: str | None) -> Path:
-    if parent is not None:
-        base = Path(parent).resolve()
-        base.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f".{base.name}.gsurg-work-", dir=base.parent))
-    return Path(tempfile.mkdtemp(prefix="gsurg-work-"))
 
 
 def _plain_vars(program: RuleProgram) -> dict[str, PlainValue]:
