@@ -15,15 +15,20 @@ backtracking small, and layer names to ncnn's own limit:
 * a layer name is matched only when it has at most ``MAX_NAME`` characters (ncnn reads at most 255 into a
   layer name); a longer one is an error naming the layer.
 
-Within these rules a match over ncnn names takes at most a few million steps (milliseconds).
+These rules came first, when ``re`` ran the selectors; they still say what a name regex may be. Matching
+no longer backtracks at all: selectors run ``name_automaton`` (linear in the name, whatever the pattern),
+since sixty optional characters then a literal passed every rule above and backtracked for ever.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import re._constants as sre_constants  # type: ignore[import-not-found]
 import re._parser as sre_parser  # type: ignore[import-not-found]
 from typing import Any
+
+from graphsurgeon.rewrite.name_automaton import NameAutomaton, compile_name
 
 MAX_PATTERN = 500
 MAX_UNBOUNDED = 3
@@ -87,4 +92,11 @@ def check_name_regex(pattern: str) -> re.Pattern[str]:
             f"name {pattern!r}: at most {MAX_UNBOUNDED} unbounded quantifiers (*, +, {{n,}}) in a name regex "
             f"(it has {unbounded})"
         )
+    name_automaton(pattern)  # what the matcher cannot take is refused here, where the error names the line
     return compiled
+
+
+@functools.lru_cache(maxsize=256)
+def name_automaton(pattern: str) -> NameAutomaton:
+    """The linear-time matcher selectors use for ``pattern`` (``name_automaton``), built once per pattern."""
+    return compile_name(pattern)

@@ -3,7 +3,6 @@ it picks, and, for ``--explain``, why each candidate did or did not match (the f
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -13,7 +12,7 @@ from graphsurgeon.errors import GsurgError
 from graphsurgeon.ir.graph import Graph, Layer
 from graphsurgeon.ir.params import to_f32
 from graphsurgeon.rewrite.rule_values import ParamValue
-from graphsurgeon.rewrite.safe_regex import MAX_NAME, check_name_regex
+from graphsurgeon.rewrite.safe_regex import MAX_NAME, check_name_regex, name_automaton
 from graphsurgeon.rewrite.strict import StrictModel
 
 
@@ -133,15 +132,19 @@ def judge(layer: Layer, sel: Selector) -> str | None:
     return None
 
 
-def _name_match(pattern: str, layer: Layer) -> re.Match[str] | None:
-    """``pattern`` matched against the whole name; a name longer than ncnn allows is an error (a name regex
-    is matched in time polynomial in the name's length, so the length is bounded)."""
+def _name_match(pattern: str, layer: Layer) -> dict[str, str] | None:
+    """The named groups of ``pattern`` matched against the whole name, or None; by the linear-time
+    automaton (``safe_regex.name_automaton``), never by backtracking. A name longer than ncnn allows is an
+    error."""
     if len(layer.name) > MAX_NAME:
         raise GsurgError(
             f"layer {layer.name[:40]}… ({layer.type}): a name of {len(layer.name)} characters; ncnn reads at "
             f"most {MAX_NAME - 1}, and name regexes match names of at most {MAX_NAME}"
         )
-    return re.fullmatch(pattern, layer.name)
+    automaton = name_automaton(pattern)
+    if not automaton.names:
+        return {} if automaton.fullmatch(layer.name) else None
+    return automaton.groups(layer.name)
 
 
 def _describe(test: Any) -> str:
@@ -178,5 +181,4 @@ def captures(layer: Layer, sel: Selector) -> dict[str, str]:
     """Named groups of the selector's name regex, e.g. ``layers\\.(?P<i>\\d+)\\.`` gives ``{"i": "3"}``."""
     if sel.name is None:
         return {}
-    match = _name_match(sel.name, layer)
-    return {k: v for k, v in match.groupdict().items() if v is not None} if match else {}
+    return _name_match(sel.name, layer) or {}
