@@ -59,7 +59,20 @@ def test_a_template_cannot_run_code(
         ("{{ 'x'|center(99999999999) }}", "the filter center with a width"),
         ("{{ '%999999999d' % 1 }}", "a format width or precision of 999999999"),
         ("{{ '{:>999999999}'.format(1) }}", "a format width or precision of 999999999"),
-        ("{{ 'ab'.replace('', 'x' * 10000000) }}", "replace could make a string longer"),
+        ("{{ 'ab'.replace('', 'x' * 10000000) }}", "replace would make a value longer"),
+        # the probe's: the replace *filter*, and a doubling ~ in a loop, each step under the per-value bound
+        ("{{ ('x' * 16000000) | replace('x', 'y' * 42) | length }}", "the filter replace would make a value"),
+        (
+            "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+            "{% endfor %}",
+            "~ would make a value longer",
+        ),
+        # many values, each within every bound: their sum is what the whole render may allocate
+        (
+            "{% for i in range(100) %}{{ ('x' * 1000000) | replace('x', 'y' * 10) | length }}{% endfor %}",
+            "the template allocated more than 67108864 characters or items in all",
+        ),
+        ("{{ lipsum(10**9) }}", "'lipsum' is undefined"),
         ("{{ [1]|json(10**9) }}", "json indent 1000000000"),
         ("{{ nothing }}", "'nothing' is undefined"),
     ],
@@ -95,10 +108,11 @@ def test_rendering_is_bounded_in_time_and_size(
 def test_an_ordinary_template_still_renders(tmp_path: Path) -> None:
     template = (
         "{{ rule_set }} {{ graphs.main.param }} {{ graphs.main.outputs|json }} {{ '%5d'|format(3) }} "
-        "{{ 'ab'.replace('a', 'c') }} {{ 5000000000 }} {{ 2 ** 10 }}\n"
+        "{{ 'ab'.replace('a', 'c') }} {{ 5000000000 }} {{ 2 ** 10 }} {{ 'a' ~ 1 }} {{ ['a', 'b']|join('-') }}"
+        " {{ 'xyz'|replace('y', 'Y') }}\n"
     )
     assert _apply(tmp_path, template) == 0
-    assert (tmp_path / "out" / "x.txt").read_text() == 't m.param ["y"]     3 cb 5000000000 1024\n'
+    assert (tmp_path / "out" / "x.txt").read_text() == 't m.param ["y"]     3 cb 5000000000 1024 a1 a-b xYz\n'
 
 
 def test_only_an_export_source_runs_code_and_the_user_is_told_first(

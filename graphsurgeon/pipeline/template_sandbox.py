@@ -10,6 +10,11 @@ unsafe callable: ``cycler.__init__.__globals__`` is refused) with bounds on what
 * a string method or filter that pads or repeats (``ljust``, ``rjust``, ``center``, ``zfill``,
   ``expandtabs``, ``replace``; the filters ``center``, ``indent``, ``wordwrap``, ``truncate``) is refused
   a width beyond ``MAX_ITEMS`` or a result that long, and so is a ``%``/``format`` width or precision;
+* the whole render may allocate at most ``MAX_ALLOCATED`` characters or items through these operations, the
+  ``replace`` and ``join`` filters and string concatenation (``~``) together: a loop that builds many values,
+  each under ``MAX_ITEMS``, is stopped by their sum (a ``replace`` filter once built 2.4 GB from values that
+  each passed, and a doubling ``~`` in a loop 2 GB); ``replace`` and ``join`` predict their result's size
+  before building it;
 * the rendered text may be at most ``MAX_OUTPUT`` bytes, and rendering takes at most ``TIME_LIMIT`` seconds
   (a SIGALRM timer, set only in the main thread, where gsurg runs).
 
@@ -21,6 +26,7 @@ as one line naming the template.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import operator
 import os
 import re
@@ -31,13 +37,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jinja2
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.loaders import split_template_path
+from jinja2.nodes import Concat
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from graphsurgeon.errors import GsurgError
 
 #: The most characters or items one value a template makes may hold, and the largest integer argument.
 MAX_ITEMS = 1 << 24
+#: The most characters or items one render may allocate through the checked operations, all together.
+MAX_ALLOCATED = 1 << 26
 #: The most bytes a rendered template may hold.
 MAX_OUTPUT = 64 << 20
 #: The largest template file read.
@@ -51,6 +61,44 @@ _WIDTH = re.compile(r"%[-#0 +]*(\d*)(?:\.(\d+))?|\{[^{}]*?:[^{}]*?(\d+)(?:\.(\d+
 class TemplateLimit(GsurgError):
     """A template that breaks a bound of the sandbox (or its time limit); ``side_files`` adds the side file
     and template to its message."""
+
+
+class _Budget:
+    """What one render has allocated so far through the checked operations."""
+
+    def __init__(self) -> None:
+        self.spent = 0
+
+    def debit(self, n: int, what: str) -> None:
+        if n > MAX_ITEMS:
+            raise TemplateLimit(f"{what} would make a value longer than {MAX_ITEMS}")
+        self.spent += n
+        if self.spent > MAX_ALLOCATED:
+            raise TemplateLimit(
+                f"the template allocated more than {MAX_ALLOCATED} characters or items in all ({what})"
+            )
+
+
+_budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("template_budget", default=None)
+
+
+def _debit(n: int, what: str) -> None:
+    budget = _budget.get()
+    if budget is None:  # outside ``render`` (a template rendered by hand): the per-value bound alone
+        if n > MAX_ITEMS:
+            raise TemplateLimit(f"{what} would make a value longer than {MAX_ITEMS}")
+        return
+    budget.debit(n, what)
+
+
+def _replaced_size(text: str, old: Any, new: Any, count: Any = -1) -> int:
+    """The length ``text.replace(old, new, count)`` would have, computed without building it."""
+    if not isinstance(old, str) or not isinstance(new, str):
+        return len(text)
+    hits = text.count(old) if old else len(text) + 1
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        hits = min(hits, count)
+    return len(text) + hits * (len(new) - len(old))
 
 
 def _size(value: Any) -> int:
@@ -86,15 +134,19 @@ def _check_method(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> No
         return
     if name in _WIDTH_METHODS:
         _check_args(name, args, kwargs)
-    elif name == "replace" and len(args) >= 2 and (len(owner) + 1) * (_size(args[1]) + 1) > MAX_ITEMS:
-        raise TemplateLimit(f"replace could make a string longer than {MAX_ITEMS}")
+        widths = [v for v in (*args, *kwargs.values()) if isinstance(v, int) and not isinstance(v, bool)]
+        _debit(max([len(owner), *widths]), name)
+    elif name == "replace" and len(args) >= 2:
+        _debit(_replaced_size(owner, *args[:3]), "replace")
 
 
 def _mul(a: Any, b: Any) -> Any:
     for seq, n in ((a, b), (b, a)):
         if _size(seq) and isinstance(n, int) and _size(seq) * max(n, 0) > MAX_ITEMS:
             raise TemplateLimit(f"repeating a value of length {_size(seq)} {n} times (beyond {MAX_ITEMS})")
-    return a * b
+    result = a * b
+    _debit(_size(result), "*")
+    return result
 
 
 def _pow(a: Any, b: Any) -> Any:
@@ -107,13 +159,34 @@ def _pow(a: Any, b: Any) -> Any:
 
 def _mod(a: Any, b: Any) -> Any:
     _check_widths(a)
-    return a % b
+    result = a % b
+    _debit(_size(result), "%")
+    return result
 
 
 def _add(a: Any, b: Any) -> Any:
     if _size(a) + _size(b) > MAX_ITEMS:
         raise TemplateLimit(f"a value longer than {MAX_ITEMS}")
+    _debit(_size(a) + _size(b), "+")
     return a + b
+
+
+def _concat(parts: tuple[Any, ...]) -> str:
+    """``a ~ b ~ ...``: jinja2's string join, with its result counted."""
+    texts = [p if isinstance(p, str) else str(p) for p in parts]
+    _debit(sum(map(len, texts)), "~")
+    return "".join(texts)
+
+
+class _BoundedCodeGenerator(CodeGenerator):
+    """Compiles ``~`` to the sandbox's counted join (jinja2 would call its own ``str_join``)."""
+
+    def visit_Concat(self, node: Concat, frame: Frame) -> None:
+        self.write("environment.bounded_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
 
 
 _BINOPS: dict[str, Callable[[Any, Any], Any]] = {"*": _mul, "**": _pow, "%": _mod, "+": _add}
@@ -123,12 +196,18 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     """jinja2's immutable sandbox with the bounds of the module docstring."""
 
     intercepted_binops = frozenset(_BINOPS)
+    code_generator_class = _BoundedCodeGenerator
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        for name in (*_WIDTH_FILTERS, "format"):
+        for name in (*_WIDTH_FILTERS, "format", "replace", "join"):
             if name in self.filters:
                 self.filters[name] = _bounded_filter(self.filters[name], name)
+        self.globals.pop("lipsum", None)  # lipsum(n) writes n paragraphs: no template needs it
+
+    @staticmethod
+    def bounded_concat(parts: tuple[Any, ...]) -> str:
+        return _concat(parts)
 
     def call_binop(self, context: jinja2.runtime.Context, operator_: str, left: Any, right: Any) -> Any:
         return _BINOPS.get(operator_, self.binop_table.get(operator_, operator.add))(left, right)
@@ -155,11 +234,23 @@ def _bounded_filter(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     skip = 2 if hasattr(fn, "jinja_pass_arg") else 1  # the context or environment, then the value
 
     def bounded(*args: Any, **kwargs: Any) -> Any:
+        value = args[skip - 1] if len(args) >= skip else None
         if name == "format":
-            _check_widths(args[skip - 1] if len(args) >= skip else None)
+            _check_widths(value)
+        elif name == "replace":
+            if isinstance(value, str):
+                _debit(_replaced_size(value, *args[skip : skip + 3]), "the filter replace")
+        elif name == "join":
+            if isinstance(value, list | tuple):
+                glue = args[skip] if len(args) > skip and isinstance(args[skip], str) else ""
+                size = sum(len(v) if isinstance(v, str) else 32 for v in value) + len(glue) * len(value)
+                _debit(size, "the filter join")
         else:
             _check_args(f"the filter {name}", args[skip:], kwargs)
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        if name not in ("replace", "join"):
+            _debit(_size(result), f"the filter {name}")
+        return result
 
     for attr in ("jinja_pass_arg",):  # jinja2 passes the context/environment to filters marked so
         if hasattr(fn, attr):
@@ -218,10 +309,14 @@ def render(template: jinja2.Template, context: dict[str, Any]) -> str:
     """``template`` rendered with ``context`` within the bounds (``TemplateLimit`` otherwise)."""
     parts: list[str] = []
     total = 0
-    with _time_limit(TIME_LIMIT):
-        for chunk in template.generate(**context):
-            total += len(chunk)
-            if total > MAX_OUTPUT:
-                raise TemplateLimit(f"the rendered text is longer than {MAX_OUTPUT} bytes")
-            parts.append(chunk)
+    token = _budget.set(_Budget())
+    try:
+        with _time_limit(TIME_LIMIT):
+            for chunk in template.generate(**context):
+                total += len(chunk)
+                if total > MAX_OUTPUT:
+                    raise TemplateLimit(f"the rendered text is longer than {MAX_OUTPUT} bytes")
+                parts.append(chunk)
+    finally:
+        _budget.reset(token)
     return "".join(parts)
