@@ -18,6 +18,7 @@ import pytest
 from graphsurgeon.cli import main
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.param_any import read_param
+from graphsurgeon.rewrite import yaml_source
 from graphsurgeon.rewrite.safe_regex import check_name_regex
 from graphsurgeon.rewrite.select import Selector, judge
 from tests.rule_language_harness import CHAIN, err_line, write
@@ -251,3 +252,31 @@ def test_a_layer_name_longer_than_ncnn_allows_is_refused_not_matched(tmp_path: P
     layer.name = "a" * 300
     with pytest.raises(GsurgError, match="a name of 300 characters; ncnn reads at most 255"):
         judge(layer, Selector(name="a.*b"))
+
+
+def test_the_value_bound_holds_for_the_rule_file_and_its_includes_together(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight includes of 190,000 values each were each under the per-document bound; their sum is bounded
+    now (here at 1,000 values: three files of ~400)."""
+    monkeypatch.setattr(yaml_source, "MAX_VALUES", 1000)
+    for i in range(3):
+        write(tmp_path, f"i{i}.yaml", HEAD + "vars:\n" + "".join(f"  v{i}_{k}: {k}\n" for k in range(400)))
+    main_file = write(tmp_path, "r.yaml", HEAD + "include: [i0.yaml, i1.yaml, i2.yaml]\ngraphs: {main: {}}\n")
+    assert _apply(tmp_path, main_file) == 2
+    line = err_line(capsys)
+    assert "i2.yaml:" in line and "hold more than 1000 values together" in line, line
+
+
+def test_a_large_rule_file_is_refused_while_it_is_composed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 3.9 MB file of small values was composed whole by PyYAML (69 s, 885 MB) before the bound was
+    checked. Composition now stops at the bound: the syntax error at the end of this file is never reached."""
+    monkeypatch.setattr(yaml_source, "MAX_VALUES", 1000)
+    values = "".join(f"  - {k}\n" for k in range(5000))  # a list: one node per value
+    rules = write(tmp_path, "r.yaml", HEAD + "vars:\n  x:\n" + values + "graphs: {main: [}\n")
+    assert _apply(tmp_path, rules) == 2
+    line = err_line(capsys)
+    assert "the document expands to more than 1000 values" in line and "not valid YAML" not in line, line
+    assert int(line.split("r.yaml:")[1].split(":")[0]) < 2100  # a key and a value per entry, at most

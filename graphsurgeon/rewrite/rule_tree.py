@@ -16,10 +16,16 @@ from typing import Any
 import yaml
 
 from graphsurgeon.formats.outpaths import kind
+from graphsurgeon.rewrite import yaml_source
 from graphsurgeon.rewrite.package_folder import package_folder
 from graphsurgeon.rewrite.rulefile import RULE_NAME, RULE_VAR
 from graphsurgeon.rewrite.scope import VarDef, checked_path
-from graphsurgeon.rewrite.yaml_source import LocatedYaml, RuleFileError, has_lone_surrogate, load_located
+from graphsurgeon.rewrite.yaml_source import (
+    LocatedYaml,
+    RuleFileError,
+    has_lone_surrogate,
+    load_located,
+)
 
 MAX_INCLUDE_DEPTH = 32
 MAX_INCLUDED_FILES = 256
@@ -32,10 +38,17 @@ def real_path(value: str, base: Path, where: str) -> Path:
 
 
 def read_tree(
-    path: Path, text: str | None, chain: tuple[Path, ...], done: dict[Path, list[LocatedYaml]]
+    path: Path,
+    text: str | None,
+    chain: tuple[Path, ...],
+    done: dict[Path, list[LocatedYaml]],
+    counted: dict[str, int] | None = None,
 ) -> list[LocatedYaml]:
     """``path`` and everything it includes, included files first (each once, in order). ``done`` holds the
-    files already read with their trees, so a file included along many paths is read once."""
+    files already read with their trees, so a file included along many paths is read once; ``counted`` the
+    values of every file read so far, which together may hold at most ``MAX_VALUES`` (eight includes of
+    190,000 values each are refused, not each allowed)."""
+    counted = {} if counted is None else counted
     if path in chain:
         cycle = " -> ".join(str(p) for p in (*chain[chain.index(path) :], path))
         raise RuleFileError(f"{chain[-1]}: include cycle: {cycle}")
@@ -43,7 +56,8 @@ def read_tree(
         return done[path]
     if len(chain) >= MAX_INCLUDE_DEPTH:
         raise RuleFileError(f"{chain[-1]}: includes nest more than {MAX_INCLUDE_DEPTH} files deep")
-    src = load_located(str(path), text)
+    src = load_located(str(path), text, limit=yaml_source.MAX_VALUES - sum(counted.values()))
+    counted[src.path] = src.values
     if not isinstance(src.data, dict):
         raise RuleFileError(f"{path}:1: a rule file is a YAML mapping (version, name, graphs, …)")
     includes = src.data.get("include") or []
@@ -57,7 +71,7 @@ def read_tree(
         if not child.is_file():
             what = "does not exist" if not os.path.lexists(child) else f"is {kind(str(child))}, not a file"
             raise RuleFileError(f"{where}: included rule file {child} {what}")
-        for sub in read_tree(child, None, (*chain, path), done):
+        for sub in read_tree(child, None, (*chain, path), done, counted):
             if sub.path not in seen:
                 seen.add(sub.path)
                 files.append(sub)

@@ -40,6 +40,7 @@ class LocatedYaml:
     path: str
     data: Any
     lines: dict[Path_, int] = field(default_factory=dict)
+    values: int = 0  # the values it holds, aliases expanded (what it draws from ``MAX_VALUES``)
 
     def line_of(self, loc: Path_) -> int:
         """The line of the deepest known prefix of ``loc``."""
@@ -76,9 +77,10 @@ def _line(node: yaml.Node) -> int:
 class _Walker:
     """Turns a composed YAML node tree into Python values, recording lines, within the bounds above."""
 
-    def __init__(self, path: str, lines: dict[Path_, int]) -> None:
+    def __init__(self, path: str, lines: dict[Path_, int], limit: int) -> None:
         self.path = path
         self.lines = lines
+        self.limit = limit
         self.values = 0
         self.open: set[int] = set()  # ids of the collections being walked (a recursive anchor loops)
 
@@ -100,8 +102,8 @@ class _Walker:
 
     def walk(self, node: yaml.Node, loc: Path_) -> Any:
         self.values += 1
-        if self.values > MAX_VALUES:
-            self.fail(node, f"the document expands to more than {MAX_VALUES} values (aliases of aliases?)")
+        if self.values > self.limit:
+            self.fail(node, _too_many(self.limit))
         if len(loc) > MAX_DEPTH:
             self.fail(node, f"nested more than {MAX_DEPTH} levels deep")
         self.lines.setdefault(loc, _line(node))
@@ -141,6 +143,31 @@ class _Walker:
         return {**{k: v for k, v in merged.items() if k not in out}, **out}
 
 
+def _too_many(limit: int) -> str:
+    if limit < MAX_VALUES:  # what the files read before this one left
+        return f"the rule file and its includes hold more than {MAX_VALUES} values together"
+    return f"the document expands to more than {MAX_VALUES} values (aliases of aliases?)"
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's composer, stopped past the nodes ``limit`` values can take (each with its key): a 4 MB file
+    of small values is refused then, not composed whole first (the pure-Python composer spent 69 s and
+    885 MB on one)."""
+
+    def __init__(self, text: str, path: str, limit: int) -> None:
+        super().__init__(text)
+        self.path = path
+        self.limit = limit
+        self.nodes = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.nodes += 1
+        if self.nodes > 2 * self.limit + 1:  # a value, and a key for each value of a mapping, at most
+            mark = self.peek_event().start_mark
+            raise RuleFileError(f"{self.path}:{mark.line + 1}: {_too_many(self.limit)}")
+        return super().compose_node(parent, index)
+
+
 def read_text(path: str) -> str:
     """A rule file's text: a regular file of at most ``MAX_FILE_BYTES``, in UTF-8 (errors name the file,
     and the line of a byte that is not UTF-8)."""
@@ -166,14 +193,16 @@ def read_text(path: str) -> str:
         ) from None
 
 
-def load_located(path: str, text: str | None = None) -> LocatedYaml:
+def load_located(path: str, text: str | None = None, *, limit: int | None = None) -> LocatedYaml:
     """Parse ``path`` (or ``text``) keeping each value's line. Syntax errors name file, line and column;
-    the bounds above are errors naming the file and line."""
+    the bounds above are errors naming the file and line; ``limit`` is the values it may hold (what the
+    files of its program read before it left of ``MAX_VALUES``)."""
     if text is None:
         text = read_text(path)
+    limit = MAX_VALUES if limit is None else limit
     loader: yaml.SafeLoader | None = None
     try:
-        loader = yaml.SafeLoader(text)  # its reader refuses control characters here
+        loader = _BoundedLoader(text, path, limit)  # its reader refuses control characters here
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
@@ -198,5 +227,6 @@ def load_located(path: str, text: str | None = None) -> LocatedYaml:
     if node is None:
         raise RuleFileError(f"{path}: the rule file is empty")
     lines: dict[Path_, int] = {}
-    data = _Walker(path, lines).walk(node, ())
-    return LocatedYaml(path, data, lines)
+    walker = _Walker(path, lines, limit)
+    data = walker.walk(node, ())
+    return LocatedYaml(path, data, lines, walker.values)
