@@ -43,10 +43,24 @@ def _nets(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+#: The layers whose weights every storage rounds (a storage quantizes their matrices): a net holding none
+#: (an embedding table, which stays fp32 at the int storages) says nothing about how a conversion was stored.
+_MATRIX_LAYERS = frozenset({"Gemm", "InnerProduct", "MatMul", "Convolution", "ConvolutionDepthWise"})
+
+
 def net_storages(folder: Path, doc: dict[str, Any]) -> dict[str, str]:
-    """Each net's own storage label, by the nets' names in ``doc`` (a conversion whose halves were stored
-    apart, such as a VLM's ``vision_storage``, shows here)."""
-    return {name: _label(*_read(folder, entry)) for name, entry in _nets(doc).items()}
+    """The storage label of each net holding matrix weights, by the nets' names in ``doc``: a conversion
+    whose halves were stored apart (a VLM's ``vision_storage``) shows here as two labels."""
+    out = {}
+    for name, entry in _nets(doc).items():
+        graph = read_param(folder / entry["param"])
+        records = list(walk_bin(graph, folder / entry["bin"]))
+        if not any(r.layer_type in _MATRIX_LAYERS for r in records):
+            continue
+        bits = {r.load_type for r in records if r.storage is Storage.BYTES and r.load_type in (4, 6, 8)}
+        floats: set[Storage] = {r.storage for r in records if r.storage in (Storage.FP16, Storage.BF16)}
+        out[name] = _label(bits, floats)
+    return out
 
 
 def conversion_storage(folder: Path, doc: dict[str, Any]) -> str:

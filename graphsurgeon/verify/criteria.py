@@ -66,8 +66,8 @@ class Criteria:
 EXACT = Criteria("fp32", "fp32", MIN_COSINE, 1.0, math.inf)
 
 #: (mean stage cosine, teacher-forced agreement, mean KL) per weight storage, for runs that are not exact.
-#: Measured on the trained Qwen3 LLM fixture (graphsurgeon/models/qwen3_llm/trained; verify's three default
-#: cases x 32 steps; 2026-12-07, the same at fp32, fp16 and auto precision on this x86 CPU):
+#: Measured on the trained decoder-only LLM fixture (``benchmarks/accuracy_matrix.py --trained``; verify's
+#: three default cases x 32 steps; 2026-12-07, the same at fp32, fp16 and auto precision on this x86 CPU):
 #:
 #: ====================  ===========  ==========  ========
 #: storage               mean cosine  agreement   mean KL
