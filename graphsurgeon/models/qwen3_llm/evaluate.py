@@ -50,3 +50,10 @@ class LlmAnswerer:
 def open_conversion(folder: Path, doc: dict[str, Any], *, precision: Precision, threads: int) -> LlmAnswerer:
     return LlmAnswerer(folder, doc, precision, threads)
 
+
+def batch_request(item: Question, workdir: Path) -> dict[str, Any]:
+    """``gsurg eval --runner``'s request for an item: the question as the prompt, which the runtime's
+    qwen3_llm family turns into the tokenizer's ids (the conversion's copy of the checkpoint's
+    tokenizer.json), as ``LlmAnswerer`` does: no chat template."""
+    del workdir  # the question is all: no files
+    return {"prompt": item.question}
