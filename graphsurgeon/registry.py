@@ -13,7 +13,9 @@ cli) can look a family up without loading torch or a sibling. A manifest holds:
 * ``mrope_layouts`` (optional): ``model_type`` -> ``interleaved`` or ``block``, how a checkpoint's text
   positions are laid out on the rotary slots when its config does not say so reliably (``gsurg rope``);
 * ``evaluator`` (optional): ``file.py:FUNCTION`` in the family folder, the function ``gsurg eval`` opens a
-  conversion with (``graphsurgeon.evaluation.answers``); ``eval_sets``: the evaluation sets its models
+  conversion with (``graphsurgeon.evaluation.answers``); ``batch_request`` (optional): ``file.py:FUNCTION``,
+  the function that turns an evaluation item into a request of the C++ runner's batch mode (``gsurg eval
+  --runner``, ``graphsurgeon.evaluation.runner_batch``); ``eval_sets``: the evaluation sets its models
   answer (``graphsurgeon.evaluation.sets``); ``trained_checkpoint``: the folder of its trained fixture.
 
 ``model.json`` schemas are the files ``<family>.v<version>.schema.json`` in the family folders.
@@ -46,6 +48,7 @@ _KEYS = {
     "model_types",
     "mrope_layouts",
     "evaluator",
+    "batch_request",
     "eval_sets",
     "trained_checkpoint",
 }
@@ -71,6 +74,7 @@ class Family:
     model_types: tuple[str, ...] = ()
     mrope_layouts: dict[str, str] = field(default_factory=dict)
     evaluator: str | None = None
+    batch_request: str | None = None
     eval_sets: tuple[str, ...] = ()
     trained_checkpoint: Path | None = None
 
@@ -105,12 +109,8 @@ def _manifest(folder: Path) -> Family:
         raise RegistryError(f"{where}: rules: no rule file {rules_name!r} in {rules.parent}")
     checkpoint = _folder(doc, "default_checkpoint", folder, where)
     trained = _folder(doc, "trained_checkpoint", folder, where)
-    evaluator = doc.get("evaluator")
-    if evaluator is not None:
-        evaluator = _text(doc, "evaluator", where)
-        file, sep, attr = evaluator.partition(":")
-        if not sep or not attr.isidentifier() or "/" in file or not (folder / file).is_file():
-            raise RegistryError(f"{where}: evaluator: expected FILE.py:FUNCTION of a file in {folder}")
+    evaluator = _function(doc, "evaluator", folder, where)
+    batch_request = _function(doc, "batch_request", folder, where)
     sets = doc.get("eval_sets", [])
     if not isinstance(sets, list) or not all(isinstance(t, str) and t for t in sets):
         raise RegistryError(f"{where}: eval_sets: expected a list of set names")
@@ -133,9 +133,21 @@ def _manifest(folder: Path) -> Family:
         model_types=tuple(types),
         mrope_layouts=dict(layouts),
         evaluator=evaluator,
+        batch_request=batch_request,
         eval_sets=tuple(sets),
         trained_checkpoint=trained,
     )
+
+
+def _function(doc: dict[str, Any], key: str, folder: Path, where: str) -> str | None:
+    """An optional ``FILE.py:FUNCTION`` entry naming a function of a file in the family folder."""
+    if doc.get(key) is None:
+        return None
+    value = _text(doc, key, where)
+    file, sep, attr = value.partition(":")
+    if not sep or not attr.isidentifier() or "/" in file or not (folder / file).is_file():
+        raise RegistryError(f"{where}: {key}: expected FILE.py:FUNCTION of a file in {folder}")
+    return value
 
 
 def _folder(doc: dict[str, Any], key: str, folder: Path, where: str) -> Path | None:

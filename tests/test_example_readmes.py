@@ -26,7 +26,6 @@ steps), and the top README's quick start is the Penguin-VL guide's first two ste
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -44,6 +43,7 @@ import pytest
 from graphsurgeon.cli import main
 from graphsurgeon.verify.ncnn_fp32 import fp32_net
 from tests.conftest import REPO
+from tests.runtime_build import built_runner, newer_sources
 
 TOP = "README.md"
 GUIDES = (
@@ -284,26 +284,6 @@ def run_block(block: Block, readme: str, ws: Workspace, runner: Path | None = No
         check_outputs(argv, result, ws, written)
         ws.ran.append(command)
     return list(block.commands)
-
-
-def built_runner(program: str) -> Path | None:
-    """This checkout's built runtime ``program``: where the guide's build step puts it (``build/``), under
-    ``$GSURG_BUILD_DIR``, or in build_and_test.sh's default tree (the cache, keyed by the checkout's path)."""
-    cache = Path(os.environ.get("GSURG_CACHE", Path.home() / ".cache" / "gsurg"))
-    key = hashlib.sha256(str(REPO / "runtime_cpp").encode()).hexdigest()[:12]
-    roots = [REPO / "build", cache / "runtime-build" / key]
-    if os.environ.get("GSURG_BUILD_DIR"):
-        roots.insert(1, Path(os.environ["GSURG_BUILD_DIR"]))
-    found = [r / "linux" / "runner" / program for r in roots]
-    return next((p for p in found if p.is_file() and os.access(p, os.X_OK)), None)
-
-
-def newer_sources(runner: Path) -> list[Path]:
-    """The runtime's sources changed since ``runner`` was built: a stale program would test old code
-    against today's model.json."""
-    built = runner.stat().st_mtime
-    sources = (REPO / "runtime_cpp").rglob("*")
-    return [p for p in sources if p.suffix in (".cpp", ".hpp", ".h", ".txt") and p.stat().st_mtime > built]
 
 
 @dataclass

@@ -85,7 +85,7 @@ def test_the_rule_file_reads_a_transformers_5_config(saved: Path) -> None:
 def test_no_eos_anywhere_is_an_empty_list_for_model_json(saved: Path) -> None:
     rules = open_rule_file(str(RULES), {"checkpoint": str(saved)}).finish()
     (entry,) = [s for s in rules.side_files if s.output == "model.json"]
-    assert entry.data == {"eos_token_id": []}
+    assert entry.data == {"eos_token_id": [], "tokenizer_files": False}  # and no tokenizer files: ids only
     assert load_config(saved).eos_token_ids == ()
 
 

@@ -94,7 +94,8 @@ def test_the_decoder_has_the_kv_cache_interface(converted: dict[str, Path]) -> N
         assert doc["max_positions"] == config["max_position_embeddings"]  # the context a runtime may fill
         theta = config["rope_parameters"]["rope_theta"] if name == "hf5" else config["rope_theta"]
         assert doc["decoder"]["rope"]["theta"] == theta
-        assert doc["eos_token_id"] == ([] if name == "hf5" else [config["eos_token_id"]])
+        assert doc["tokens"]["eos"] == ([] if name == "hf5" else [config["eos_token_id"]])
+        assert "tokenizer" not in doc  # these checkpoints have no tokenizer files: ids only
     assert theta == ROPE_THETA  # the 5.x base, not a default
 
 

@@ -36,7 +36,7 @@ def test_every_shipped_family_is_found_with_its_rule_file_and_tiny_checkpoint() 
 
 def test_every_model_json_schema_lives_in_a_family_folder() -> None:
     schemas = registry.schema_files()
-    assert {("qwen3_llm", 2), ("penguin_vl", 2), ("qwen3_vl", 1)} <= set(schemas)
+    assert {("qwen3_llm", 3), ("penguin_vl", 2), ("qwen3_vl", 1)} <= set(schemas)
     for (family, _), path in schemas.items():
         assert path.parent == PACKAGE / "models" / family
     assert not (REPO / "schemas").exists()
@@ -56,6 +56,9 @@ def test_an_unknown_family_names_the_known_ones() -> None:
         ({"mrope_layouts": {"x": "diagonal"}}, r"mrope_layouts: expected model_type: interleaved or block"),
         ({"default_checkpoint": "nowhere"}, r"default_checkpoint: no folder"),
         ({"needs": ""}, r"needs: expected a non-empty string"),
+        ({"evaluator": "evaluate.py"}, r"evaluator: expected FILE.py:FUNCTION of a file in"),
+        ({"batch_request": "none.py:batch_request"}, r"batch_request: expected FILE.py:FUNCTION of a file"),
+        ({"batch_request": "family.yaml:not an identifier"}, r"batch_request: expected FILE.py:FUNCTION"),
     ],
 )
 def test_a_malformed_manifest_is_one_error_naming_file_and_key(

@@ -1,9 +1,10 @@
 """``gsurg eval``'s report as text (a table and per-kind accuracy) or as a Markdown table (``--format
-markdown``), one row per conversion and precision; the JSON form is ``run.report_json``."""
+markdown``), one row per conversion and precision, each naming the backend that answered it (the ncnn
+wheel, or the C++ runner with ``--runner``); the JSON form is ``run.report_json``."""
 
 from __future__ import annotations
 
-from graphsurgeon.evaluation.run import EvalReport, EvalRow
+from graphsurgeon.evaluation.run import WHEEL, EvalReport, EvalRow
 
 
 def _pct(value: float | None) -> str:
@@ -22,11 +23,21 @@ def _cells(row: EvalRow) -> list[str]:
         f"{_pct(row.accuracy)} ({row.correct}/{row.items})",
         _pct(row.agreement),
         _kl(row.mean_kl),
-        f"{row.same_answers}/{row.items}" if row.forced_steps else "—",
+        f"{row.same_answers}/{row.items}" if row.compared else "—",
+        row.backend,
     ]
 
 
-HEADER = ["conversion", "storage", "precision", "task accuracy", "agreement", "mean KL", "same answer"]
+HEADER = [
+    "conversion",
+    "storage",
+    "precision",
+    "task accuracy",
+    "agreement",
+    "mean KL",
+    "same answer",
+    "backend",
+]
 
 
 def _head(report: EvalReport) -> list[str]:
@@ -35,6 +46,11 @@ def _head(report: EvalReport) -> list[str]:
         lines.append(
             f"reference {report.reference} at fp32: task accuracy {_pct(report.reference_accuracy)}; "
             "agreement and KL teacher-forced on its answers"
+        )
+    if any(row.backend != WHEEL for row in report.rows):
+        lines.append(
+            "rows answered by the C++ runner (its batch mode gives tokens, not logits): agreement and KL not "
+            "available; same answer compares their text with the reference's (answered in the ncnn wheel)"
         )
     return lines
 

@@ -6,6 +6,11 @@ with a reference, the reference answers each item greedily first (once, at fp32)
 fed the reference's tokens step by step and its argmax and next-token distribution are compared at every
 step: **agreement** is the share of steps whose argmax is the reference's token, **mean KL** the mean of
 ``KL(reference || conversion)`` over the same steps (``verify.criteria.kl_divergence``).
+
+With ``runner`` (``gsurg eval --runner``) each conversion answers through the C++ runner's batch mode
+instead (``runner_batch``): accuracy and, against the reference (answered in the wheel), the share of
+answers equal to the reference's; the runner gives no logits, so agreement and KL are not measured for
+those rows (None). Each row says which backend answered it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 
 from graphsurgeon.evaluation.answers import Answer, Answerer, Question, is_correct
 from graphsurgeon.evaluation.errors import EvalError
+from graphsurgeon.evaluation.runner_batch import RunnerOptions, runner_answers
 from graphsurgeon.input_files import read_json_input
 from graphsurgeon.plugins import load_callable
 from graphsurgeon.registry import find_family
@@ -24,6 +30,7 @@ from graphsurgeon.verify.conversion_storage import net_storages
 from graphsurgeon.verify.criteria import kl_divergence
 
 Progress = Callable[[str], None]
+WHEEL = "ncnn wheel"  # the backend of a row the C++ runner did not answer
 
 
 @dataclass
@@ -40,6 +47,9 @@ class EvalRow:
     agreeing_steps: int = 0
     kl_sum: float = 0.0
     same_answers: int = 0  # items whose answer text equals the reference's
+    same_tokens: int = 0  # items whose answer tokens equal the reference's
+    compared: bool = False  # answered beside a reference (same_answers and same_tokens count)
+    backend: str = WHEEL  # what answered: the wheel, or the C++ runner (RunnerOptions.label)
     errors: list[str] = field(default_factory=list)
     net_storage: dict[str, str] = field(default_factory=dict)  # each net's own storage label
 
@@ -109,6 +119,7 @@ def evaluate(
     max_tokens: int = 8,
     threads: int = 1,
     progress: Progress | None = None,
+    runner: RunnerOptions | None = None,
 ) -> EvalReport:
     """Every folder at every precision over ``items``; see the module docstring."""
     report = EvalReport(set_name, len(items), chance, str(reference) if reference else None)
@@ -122,17 +133,58 @@ def evaluate(
         report.reference_accuracy = sum(
             is_correct(a, i) for a, i in zip(ref_answers, items, strict=True)
         ) / max(1, len(items))
+    if runner is not None:
+        runner.check()
     for folder in folders:
         storage, nets = _storage(folder)
         for precision in precisions:
-            answerer = open_answerer(folder, precision, threads)
             row = EvalRow(str(folder), storage, precision, len(items), 0, net_storage=nets)
-            try:
-                _score(row, answerer, items, ref_answers, max_tokens, progress)
-            finally:
-                answerer.close()
+            if runner is not None:
+                row.backend = runner.label
+                answers = runner_answers(
+                    folder,
+                    _family(folder),
+                    items,
+                    runner=runner,
+                    precision=precision,
+                    threads=threads,
+                    max_tokens=max_tokens,
+                    progress=progress,
+                )
+                _score_answers(row, answers, items, ref_answers)
+            else:
+                answerer = open_answerer(folder, precision, threads)
+                try:
+                    _score(row, answerer, items, ref_answers, max_tokens, progress)
+                finally:
+                    answerer.close()
             report.rows.append(row)
     return report
+
+
+def _family(folder: Path) -> str:
+    doc = read_json_input(folder / "model.json", what="a model.json", error=EvalError)
+    if not isinstance(doc, dict) or not isinstance(doc.get("family"), str):
+        raise EvalError(f"{folder / 'model.json'}: no 'family' entry")
+    family: str = doc["family"]
+    return family
+
+
+def _score_answers(
+    row: EvalRow, answers: Sequence[Answer], items: Sequence[Question], ref_answers: list[Answer] | None
+) -> None:
+    """Accuracy (overall and per kind), errors and, beside a reference, the answers equal to its own."""
+    row.compared = ref_answers is not None
+    for k, (answer, item) in enumerate(zip(answers, items, strict=True)):
+        hit = is_correct(answer, item)
+        row.correct += hit
+        done, total = row.by_kind.get(item.kind, (0, 0))
+        row.by_kind[item.kind] = (done + hit, total + 1)
+        if answer.error:
+            row.errors.append(f"item {k + 1}: {answer.error}")
+        if ref_answers is not None:
+            row.same_answers += answer.text.strip() == ref_answers[k].text.strip()
+            row.same_tokens += answer.tokens == ref_answers[k].tokens
 
 
 def _score(
@@ -145,17 +197,10 @@ def _score(
 ) -> None:
     label = f"{row.folder} at {row.precision}"
     answers = _answer_all(answerer, items, max_tokens, progress, label)
-    for k, (answer, item) in enumerate(zip(answers, items, strict=True)):
-        hit = is_correct(answer, item)
-        row.correct += hit
-        done, total = row.by_kind.get(item.kind, (0, 0))
-        row.by_kind[item.kind] = (done + hit, total + 1)
-        if answer.error:
-            row.errors.append(f"item {k + 1}: {answer.error}")
-        if ref_answers is None:
-            continue
-        want = ref_answers[k]
-        row.same_answers += answer.text.strip() == want.text.strip()
+    _score_answers(row, answers, items, ref_answers)
+    if ref_answers is None:
+        return
+    for item, want in zip(items, ref_answers, strict=True):
         forced = answerer.answer(item, max_tokens, forced=want.tokens)
         for token, theirs, ours_logits, ours in zip(
             want.tokens, want.logits, forced.logits, forced.tokens, strict=False
@@ -186,6 +231,8 @@ def report_json(report: EvalReport) -> dict[str, Any]:
                 "mean_kl": r.mean_kl,
                 "forced_steps": r.forced_steps,
                 "same_answers": r.same_answers,
+                "same_tokens": r.same_tokens,
+                "backend": r.backend,
                 "errors": r.errors,
             }
             for r in report.rows

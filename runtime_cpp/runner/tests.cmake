@@ -14,3 +14,11 @@ set_tests_properties(runner_weight_widening PROPERTIES TIMEOUT 120)
 add_test(NAME runner_usage COMMAND gsurg_run --help)
 set_tests_properties(runner_usage PROPERTIES TIMEOUT 60
   PASS_REGULAR_EXPRESSION "usage: gsurg_run --model DIR.*gsurg apply rules/FAMILY.yaml.*[(]FAMILY: [a-z0-9_]+")
+
+# The batch mode's contract where it needs no model (tests/batch_parse_check.cpp): request lines, the lines of
+# a file, result lines. Its runs on a model (results equal single runs, bad lines answered with their error,
+# unreadable files) are registered by a family's tests.cmake, on its model (runner/README.md says which).
+add_executable(gsurg_batch_parse_check tests/batch_parse_check.cpp)
+target_link_libraries(gsurg_batch_parse_check PRIVATE gsurg_runner)
+add_test(NAME runner_batch_parse COMMAND gsurg_batch_parse_check ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(runner_batch_parse PROPERTIES TIMEOUT 120)

@@ -213,8 +213,8 @@ def cases(runner: Runner) -> list[BadCase]:
         BadCase(
             "model.json of another family",
             text,
-            'entry "family" is "qwen3_llm", not "',  # then the registered families, in name order
-            _set("qwen3_llm", "family"),
+            'entry "family" is "llama", not "',  # then the registered families, in name order
+            _set("llama", "family"),
         ),
         BadCase("model.json of another version", text, 'entry "version" is 3, not 2', _set(3, "version")),
         BadCase("model.json without a family", text, 'entry "family" is missing', _drop("family")),

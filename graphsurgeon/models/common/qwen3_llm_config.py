@@ -42,8 +42,15 @@ def load_config(folder: Path | str) -> Qwen3Config:
     return replace(cfg, eos_token_ids=eos_token_ids(folder, raw, cfg.vocab_size))
 
 
+#: The tokenizer files a conversion copies beside its nets when the checkpoint has both (model.json then
+#: names them, and a runtime takes text prompts).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
 def facts(folder: str) -> dict[str, Any]:
     """``source.config`` of ``rules/llm-kv-cache.yaml``: the checkpoint's config as this reference reads it,
-    so the rule file and the reference never disagree about a config style."""
+    so the rule file and the reference never disagree about a config style; and ``tokenizer_files``, whether
+    the folder holds both ``TOKENIZER_FILES``."""
     cfg = load_config(folder)
-    return llm_facts(cfg, cfg.eos_token_ids)
+    has_tokenizer = all((Path(folder) / name).is_file() for name in TOKENIZER_FILES)
+    return {**llm_facts(cfg, cfg.eos_token_ids), "tokenizer_files": has_tokenizer}

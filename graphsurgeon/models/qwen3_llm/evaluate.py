@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from graphsurgeon.evaluation.answers import Answer, Question
 from graphsurgeon.evaluation.errors import EvalError
 from graphsurgeon.models.common.llm_greedy import greedy
@@ -34,7 +32,7 @@ class LlmAnswerer:
                 "(the text questions need one: convert the trained fixture, gsurg apply qwen3_llm --trained)"
             )
         self.tokenizer = Tokenizer.from_file(str(path))
-        self.eos = {int(i) for i in np.atleast_1d(doc.get("eos_token_id") or [])}
+        self.eos = {int(i) for i in doc.get("tokens", {}).get("eos", [])}
         self.chain = LlmChain(folder, families=FAMILIES, num_threads=threads, precision=precision)
 
     def answer(self, item: Question, max_tokens: int, forced: Sequence[int] | None = None) -> Answer:
@@ -51,3 +49,11 @@ class LlmAnswerer:
 
 def open_conversion(folder: Path, doc: dict[str, Any], *, precision: Precision, threads: int) -> LlmAnswerer:
     return LlmAnswerer(folder, doc, precision, threads)
+
+
+def batch_request(item: Question, workdir: Path) -> dict[str, Any]:
+    """``gsurg eval --runner``'s request for an item: the question as the prompt, which the runtime's
+    qwen3_llm family turns into the tokenizer's ids (the conversion's copy of the checkpoint's
+    tokenizer.json), as ``LlmAnswerer`` does: no chat template."""
+    del workdir  # the question is all: no files
+    return {"prompt": item.question}

@@ -46,6 +46,13 @@ else()
       ENVIRONMENT "${GSURG_CHECK_ENVIRONMENT}")
   endforeach()
 
+  # The core's batch mode with images (runtime_cpp/tests/check_batch_images.py): relative, absolute and no
+  # image names, results equal to single runs, a missing image that line's error.
+  add_test(NAME runner_batch_images
+    COMMAND ${GSURG_PYTHON} ${PROJECT_SOURCE_DIR}/tests/check_batch_images.py ${_run_args})
+  set_tests_properties(runner_batch_images PROPERTIES FIXTURES_REQUIRED runner_model TIMEOUT 900
+    ENVIRONMENT "${GSURG_CHECK_ENVIRONMENT}")
+
   # The bounded mutation test of the input readers (model.json, images, tokenizer.json): in the sanitizer
   # build, where a memory error or UB is a report rather than luck.
   if(GSURG_SANITIZE)

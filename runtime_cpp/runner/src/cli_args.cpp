@@ -59,6 +59,7 @@ std::string usage() {
     listed += std::string(listed.empty() ? "" : ", ") + f.name;
   }
   return "usage: " + name + " --model DIR [--image IMG]... (--prompt TEXT | --ids 1,2,3) [--gen N]\n"
+         "       " + name + " --model DIR --batch FILE [--gen N] [--print-ids] ...\n"
          "       " + pad + " [--threads N] [--precision fp32|fp16|auto] [--temperature T] [--top-k K]\n"
          "       " + pad + " [--top-p P] [--int4-activations fp32|int8]\n"
          "       " + pad + " [--repetition-penalty R] [--seed S] [--verbose]\n"
@@ -67,6 +68,8 @@ std::string usage() {
          "  --image IMG            a PNG or JPEG image (repeatable; placed before the text)\n"
          "  --prompt TEXT          the user message (UTF-8); without --image the model answers text-only\n"
          "  --gen N                at most N new tokens (default 256); stops earlier at EOS\n"
+         "  --batch FILE           answer every request of a JSON Lines file (\"-\": stdin), one JSON line\n"
+         "                         out per request line, with the model loaded once (runner/README.md)\n"
          "  --threads N            CPU threads (default: physical big cores)\n"
          "  --precision P          fp32 (default: exact), fp16 (fp16 storage, packing and arithmetic\n"
          "                         where the CPU has them, except in calibrated layers) or auto (ncnn's\n"
@@ -129,6 +132,10 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
       a.pixel_files.push_back(value());
     } else if (flag == "--gen") {
       a.gen = static_cast<int>(parse_integer(flag, value(), 1, 1 << 30));
+      a.gen_given = true;
+    } else if (flag == "--batch") {
+      a.batch = value();
+      a.has_batch = true;
     } else if (flag == "--threads") {
       a.threads = static_cast<int>(parse_integer(flag, value(), 1, 1024));
     } else if (flag == "--int4-activations") {
@@ -171,6 +178,15 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
   }
   if (a.help) return a;
   if (a.model.empty()) throw Error("--model DIR is required");
+  if (a.has_batch) {
+    if (a.batch.empty()) throw Error("--batch: the file name is empty");
+    const char* single = a.has_prompt ? "--prompt" : a.has_ids ? "--ids" : !a.images.empty() ? "--image"
+                         : !a.pixel_files.empty() ? "--pixel-values" : !a.force_ids.empty() ? "--force-ids"
+                         : nullptr;
+    if (single != nullptr)
+      throw Error(std::string(single) + " cannot go with --batch (each request line gives its own input)");
+    return a;
+  }
   if (a.has_prompt == a.has_ids) throw Error("give exactly one of --prompt TEXT and --ids 1,2,3");
   if (!a.images.empty()
       && !a.pixel_files.empty()) throw Error("give images with --image or --pixel-values, not both");

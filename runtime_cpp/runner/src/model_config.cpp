@@ -107,9 +107,12 @@ void read_block_quant(EmbeddingMatrix& e, const JsonDoc& doc) {
 
 void read_embedding(ModelConfig& cfg, const JsonDoc& doc) {
   cfg.tied = doc.boolean("tie_word_embeddings");
-  if (!cfg.tied) {
-    if (cfg.nets.count("embed") == 0) doc.fail("nets.embed",
-        "is missing (untied embeddings need the embed net)");
+  // Untied, or tied with no embedding_matrix entry (the family's model.json leaves the matrix to the embed
+  // net): the rows come from the embed net.
+  if (!cfg.tied || !doc.has("embedding_matrix")) {
+    if (cfg.nets.count("embed") == 0)
+      doc.fail("nets.embed", std::string("is missing (") + (cfg.tied ? "tied embeddings without "
+               "embedding_matrix" : "untied embeddings") + " need the embed net)");
     return;
   }
   EmbeddingMatrix& e = cfg.embedding;
@@ -255,13 +258,17 @@ ModelConfig ModelConfig::load(const std::string& folder, std::unique_ptr<Family>
   }
   // An empty list is a checkpoint that names no EOS (gsurg writes [] then): generation stops at --gen or
   // the context limit only.
-  cfg.tokenizer_json = existing_file(cfg, doc, "tokenizer.json");
-  cfg.tokenizer_config = existing_file(cfg, doc, "tokenizer.config");
+  // A checkpoint without tokenizer files converts to a model.json without "tokenizer": it runs on token
+  // ids only (--ids, a batch request's "ids").
+  if (doc.has("tokenizer")) {
+    cfg.tokenizer_json = existing_file(cfg, doc, "tokenizer.json");
+    cfg.tokenizer_config = existing_file(cfg, doc, "tokenizer.config");
+  }
   read_embedding(cfg, doc);
   if (doc.has("max_positions")) {
     cfg.max_positions = doc.integer("max_positions");
     if (cfg.max_positions < 1) doc.fail("max_positions", "must be a positive integer");
-  } else {
+  } else if (!cfg.tokenizer_config.empty()) {
     cfg.max_positions = tokenizer_max_length(cfg.tokenizer_config);
   }
   family->read_config(doc, cfg);  // last: the family may check its keys against any of the core's

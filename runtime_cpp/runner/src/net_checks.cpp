@@ -74,7 +74,7 @@ void check_llm_nets(const ModelConfig& cfg, const LoadedNet& decoder, const Load
               "takes rows of %");
   const Width logits = head.output_width(lm_head.files().outputs[0]);
   check_claim(cfg, "vocab_size", cfg.vocab_size, "", lm_head, logits, "makes rows of % logits");
-  if (cfg.tied)
+  if (cfg.tied && cfg.embedding.rows > 0)
     check_claim(cfg, "embedding_matrix.shape", cfg.embedding.rows, " rows", lm_head, logits,
                 "has % weight rows");
   if (embed != nullptr) {

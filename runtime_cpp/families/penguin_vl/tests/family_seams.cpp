@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   try {
     const gsurg::FamilyEntry* penguin = gsurg::find_family("penguin_vl");
     expect(penguin != nullptr && penguin->version == 2, "the registry has penguin_vl version 2");
-    expect(gsurg::find_family("qwen3_llm") == nullptr, "the registry has no qwen3_llm (an LLM-only model.json)");
+    expect(gsurg::find_family("llama") == nullptr, "the registry has no family none registered (llama)");
 
     std::unique_ptr<gsurg::Family> family;
     const gsurg::ModelConfig cfg = gsurg::ModelConfig::load(argv[1], family);

@@ -7,6 +7,7 @@
 // [...]} as the last stdout line (the prompt's ids as the family built them, then the new tokens);
 // --ignore-eos generates exactly --gen tokens; --no-mmap reads embedding rows without a map; --huge-pages
 // advises transparent huge pages for large buffers (huge_pages.hpp).
+// --batch FILE answers one request per line of a JSON Lines file with the model loaded once (batch.hpp).
 #pragma once
 
 #include <cstdio>
@@ -37,12 +38,20 @@ struct CliArgs {
   bool verbose = false;
   bool no_mmap = false;
   bool huge_pages = false;  // --huge-pages: huge_pages::set_enabled(true) before loading
+  std::string batch;        // --batch FILE ("-": stdin): the requests, instead of --prompt / --ids / --image
+  bool has_batch = false;
+  bool gen_given = false;   // --gen on the command line (a batch request's default)
   bool help = false;
 };
 
 CliArgs parse_args(const std::vector<std::string>& argv);  // argv[0] is the program
 std::string usage();  // with program_name()
-// Runs one generation; returns the process exit code. Throws gsurg::Error on bad input.
+// Runs one generation (or, with --batch, run_batch); returns the process exit code. Throws gsurg::Error on
+// bad input.
 int run(const CliArgs& args, std::FILE* out, std::FILE* log);
+// --batch: one result line on out per request line of args.batch, the model loaded once (batch.hpp); returns
+// 0 when every request was answered, 1 when some got an error result. Throws gsurg::Error when the batch
+// cannot start (an unreadable file, the model).
+int run_batch(const CliArgs& args, std::FILE* out, std::FILE* log);
 
 }  // namespace gsurg

@@ -73,10 +73,10 @@ struct ModelConfig {
   int num_layers = 0;
   int vocab_size = 0;
   std::vector<int> eos_tokens;
-  std::string tokenizer_json;     // full paths
+  std::string tokenizer_json;     // full paths; both empty when model.json names no tokenizer (ids only)
   std::string tokenizer_config;
   bool tied = false;
-  EmbeddingMatrix embedding;
+  EmbeddingMatrix embedding;      // rows 0 (storage ""): no embedding_matrix entry, the embed net's rows
   int64_t max_positions = 0;      // 0: no limit known (model.json "max_positions", else the tokenizer's
                                   // model_max_length when it is a real number)
 
@@ -84,6 +84,7 @@ struct ModelConfig {
   static ModelConfig load(const std::string& folder, std::unique_ptr<Family>& family);
   const NetFiles& net(const std::string& name) const;  // throws naming model.json when absent
   bool is_eos(int id) const;
+  bool has_tokenizer() const { return !tokenizer_json.empty(); }
 };
 
 }  // namespace gsurg
