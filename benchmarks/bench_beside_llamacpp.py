@@ -39,12 +39,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
-import subprocess
 import sys
-import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +55,7 @@ import bench_minicpm_v2_run as minicpm_v2  # noqa: E402
 import bench_penguin_vl_run as penguin  # noqa: E402
 import bench_qwen3_vl_run as qwen3_vl  # noqa: E402
 from bench_penguin_vl_run import run_child  # noqa: E402
+from llamacpp_gguf import LlamaModel, default_cache, ensure_gguf, llama_cpp_source  # noqa: E402
 
 PROMPT_TOKENS = 228
 TEXT = (
@@ -190,100 +188,20 @@ def write_llm_half(checkpoint: Path, folder: Path, family: str = "penguin_vl") -
     return folder
 
 
-def llama_cpp_source(cache: Path) -> Path:
-    """The llama.cpp tree of the installed llama-cpp-python's sdist (downloaded once into ``cache``)."""
-    from importlib.metadata import version
-
-    ver = version("llama_cpp_python")
-    tree = cache / f"llama_cpp_python-{ver}" / "vendor" / "llama.cpp"
-    if not (tree / "convert_hf_to_gguf.py").exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        argv = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            f"llama-cpp-python=={ver}",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "-d",
-            str(cache),
-        ]
-        subprocess.run(argv, check=True)
-        with tarfile.open(cache / f"llama_cpp_python-{ver}.tar.gz") as tar:
-            tar.extractall(cache, filter="data")
-    return tree
-
-
-CONVERT_CHILD = """
-import sys
-sys.path[:0] = [{tree!r}, {gguf_py!r}]
-sys.argv = ["convert_hf_to_gguf.py", *{argv!r}]
-import conversion.base as base
-import convert_hf_to_gguf as c
-base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "qwen2"
-c.main()
-"""
-
-
-def ensure_gguf(hf: Path, work: Path, kind: str, tree: Path, name: str = "penguin") -> Path:
-    out = work / f"{name}-llm-{kind}.gguf"
-    if out.exists():
-        return out
-    partial = out.with_suffix(".partial")
-    if kind in ("F16", "Q8_0"):
-        argv = [str(hf), "--outfile", str(partial), "--outtype", kind.lower()]
-        code = CONVERT_CHILD.format(tree=str(tree), gguf_py=str(tree / "gguf-py"), argv=argv)
-        subprocess.run([sys.executable, "-c", code], check=True)
-    else:
-        import llama_cpp
-
-        source = ensure_gguf(hf, work, "F16", tree, name)
-        params = llama_cpp.llama_model_quantize_default_params()
-        params.ftype = {"Q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0}[kind]
-        params.nthread = os.cpu_count() or 1
-        if llama_cpp.llama_model_quantize(str(source).encode(), str(partial).encode(), params) != 0:
-            raise SystemExit(f"llama_model_quantize failed writing {partial}")
-    partial.replace(out)
-    return out
-
-
 # --- the runs --------------------------------------------------------------------------------------------
 
 
 def llama_child(gguf: Path, ids: list[int], gen: int, threads: int) -> int:
     """Load, prefill, greedy decode through llama.cpp's C API; print one JSON line."""
-    import llama_cpp as L
-    import numpy as np
-
-    L.llama_backend_init()
     t0 = time.perf_counter()
-    mparams = L.llama_model_default_params()
-    model = L.llama_model_load_from_file(str(gguf).encode(), mparams)
-    if not model:
-        raise SystemExit(f"llama.cpp could not load {gguf}")
-    cparams = L.llama_context_default_params()
-    cparams.n_ctx = 512
-    cparams.n_batch = cparams.n_ubatch = 512
-    cparams.n_threads = cparams.n_threads_batch = threads
-    ctx = L.llama_init_from_model(model, cparams)
-    n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(model))
+    model = LlamaModel(gguf, n_ctx=512, threads=threads)
     load = time.perf_counter() - t0
-
-    def step(tokens: list[int]) -> int:
-        arr = (L.llama_token * len(tokens))(*tokens)
-        if L.llama_decode(ctx, L.llama_batch_get_one(arr, len(tokens))) != 0:
-            raise SystemExit("llama_decode failed")
-        logits = np.ctypeslib.as_array(L.llama_get_logits_ith(ctx, -1), shape=(n_vocab,))
-        return int(logits.argmax())
-
     t0 = time.perf_counter()
-    out = [step(ids)]
+    out = [int(model.logits(ids).argmax())]
     prefill = time.perf_counter() - t0
     t0 = time.perf_counter()
     while len(out) < gen:
-        out.append(step([out[-1]]))
+        out.append(int(model.logits([out[-1]]).argmax()))
     decode = time.perf_counter() - t0
     print(json.dumps({"load": load, "prefill": prefill, "decode": decode, "tokens": out}))
     return 0
@@ -414,7 +332,7 @@ def main() -> int:
             folder = args.work / ("out" if kind == "fp32" else f"out-{kind}")
             targets[case] = side.ensure_model(ckpt, folder, kind)
         else:
-            cache = Path(os.environ.get("GSURG_CACHE", Path.home() / ".cache" / "gsurg")) / "downloads"
+            cache = default_cache()
             hf_folder = args.work / f"{name}-llm-hf"
             if args.family == "minicpm_v2":
                 hf = minicpm_v2.write_llm_half(ckpt, hf_folder)

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # ncnnllm2int_build.sh — build ncnn's own LLM weight quantizer, tools/quantize/ncnnllm2int, from a Tencent/ncnn
 # git repository against the pinned ncnn library (1.0.20261020), into a cache outside the repo, so
-# benchmarks/bench_quantizer.py can compare gsurg's block quantizer with it on the same weights.
+# benchmarks/bench_quantizer.py can compare gsurg's block quantizer with it on the same weights (and, with
+# --tool ncnnllm2table, its calibration tool, which writes the AWQ/GPTQ tables ncnnllm2int reads:
+# benchmarks/accuracy_beside_llamacpp.py).
 #
-# Usage: ncnnllm2int_build.sh --ncnn-git DIR [--rev REV]
+# Usage: ncnnllm2int_build.sh --ncnn-git DIR [--rev REV] [--tool ncnnllm2int|ncnnllm2table]
 #   DIR: a clone (or bare git folder) of github.com/Tencent/ncnn that has tools/quantize/ncnnllm2int.cpp;
 #        also $NCNN_GIT. REV: the commit to take the tool from (default HEAD).
+#   --tool: which of the two tools (default ncnnllm2int); ncnnllm2table also reads tools/quantize/npy.hpp.
 #
 # Contract:
-#   - nothing of ncnn is copied into this repository: the tool's four files (tools/quantize/ncnnllm2int.cpp,
+#   - nothing of ncnn is copied into this repository: the tool's files (tools/quantize/ncnnllm2int.cpp,
 #     tools/quantize/ncnnllm_quant.h, tools/modelwriter.h, tests/prng.h) are read from DIR at REV with
 #     `git show` into a temporary folder, compiled there and left there.
 #   - it compiles against the pinned library as runtime_cpp/scripts/build_ncnn.sh --target host installs it
@@ -16,8 +19,8 @@
 #     release (src/layer/gemm.h, ...), unpacked from the verified sdist in $CACHE/downloads. The tool's
 #     sources are newer or older than the library: whatever they need that the release lacks fails to
 #     compile, and the compiler's errors are printed and kept in the temporary folder's build.log.
-#   - installs into ${GSURG_CACHE:-$HOME/.cache/gsurg}/ncnnllm2int-<commit12>-1.0.20261020/
-#     (bin/ncnnllm2int, usage.txt: the tool's own usage text, stamp.txt, sources.sha256) and prints the
+#   - installs into ${GSURG_CACHE:-$HOME/.cache/gsurg}/<tool>-<commit12>-1.0.20261020/
+#     (bin/<tool>, usage.txt: the tool's own usage text, stamp.txt, sources.sha256) and prints the
 #     binary's path as the LAST stdout line; progress goes to stderr. The folder is renamed into place only
 #     after the build and a run of the tool succeeded, so a killed or failed build leaves nothing but a
 #     temporary folder; a folder whose stamp matches is reused.
@@ -32,16 +35,25 @@ CXX=${CXX:-g++}
 
 ncnn_git=${NCNN_GIT:-}
 rev=HEAD
+tool=ncnnllm2int
 while [ $# -gt 0 ]; do
   case "$1" in
     --ncnn-git) ncnn_git=$2; shift 2 ;;
     --ncnn-git=*) ncnn_git=${1#*=}; shift ;;
     --rev) rev=$2; shift 2 ;;
     --rev=*) rev=${1#*=}; shift ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --tool) tool=$2; shift 2 ;;
+    --tool=*) tool=${1#*=}; shift ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ncnnllm2int_build.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+case "$tool" in
+  ncnnllm2int) tool_files=(tools/quantize/ncnnllm2int.cpp tools/quantize/ncnnllm_quant.h tools/modelwriter.h tests/prng.h) ;;
+  ncnnllm2table) tool_files=(tools/quantize/ncnnllm2table.cpp tools/quantize/ncnnllm_quant.h tools/quantize/npy.hpp
+                             tools/modelwriter.h tests/prng.h) ;;
+  *) echo "ncnnllm2int_build.sh: --tool is ncnnllm2int or ncnnllm2table, not '$tool'" >&2; exit 2 ;;
+esac
 if [ -z "$ncnn_git" ]; then
   echo "ncnnllm2int_build.sh: give the Tencent/ncnn git repository with --ncnn-git DIR (or NCNN_GIT)" >&2
   exit 2
@@ -65,7 +77,6 @@ commit=$(git -C "$ncnn_git" rev-parse --verify "$rev^{commit}") || {
   echo "ncnnllm2int_build.sh: $ncnn_git has no commit '$rev'" >&2
   exit 1
 }
-tool_files=(tools/quantize/ncnnllm2int.cpp tools/quantize/ncnnllm_quant.h tools/modelwriter.h tests/prng.h)
 for f in "${tool_files[@]}"; do
   if ! git -C "$ncnn_git" cat-file -e "$commit:$f" 2>/dev/null; then
     echo "ncnnllm2int_build.sh: $ncnn_git at ${commit:0:12} has no $f (the tool first appeared in 2026)" >&2
@@ -86,11 +97,11 @@ flags=(-O3 -DNDEBUG -fopenmp)  # what a CMake Release build of ncnn's tools pass
 sources_sha=$(for f in "${tool_files[@]}"; do
   printf '%s  %s\n' "$(git -C "$ncnn_git" show "$commit:$f" | sha256sum | cut -d' ' -f1)" "$f"
 done)
-stamp_text="ncnnllm2int ncnn-commit=$commit library=[$lib_stamp] cxx=[$("$CXX" --version | head -n1)] flags=${flags[*]}
+stamp_text="$tool ncnn-commit=$commit library=[$lib_stamp] cxx=[$("$CXX" --version | head -n1)] flags=${flags[*]}
 $sources_sha"
 
-final_dir="$CACHE/ncnnllm2int-${commit:0:12}-$NCNN_VERSION_FULL"
-binary="$final_dir/bin/ncnnllm2int"
+final_dir="$CACHE/$tool-${commit:0:12}-$NCNN_VERSION_FULL"
+binary="$final_dir/bin/$tool"
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.ncnnllm2int.lock"
 flock 9
@@ -101,7 +112,7 @@ if [ -f "$final_dir/stamp.txt" ] && [ "$(cat "$final_dir/stamp.txt")" = "$stamp_
   exit 0
 fi
 
-work=$(mktemp -d "$CACHE/.tmp-ncnnllm2int.XXXXXX")
+work=$(mktemp -d "$CACHE/.tmp-$tool.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # The release's private headers (layer/*.h), from the sdist build_ncnn.sh verified and kept.
@@ -121,16 +132,16 @@ for f in "${tool_files[@]}"; do
   git -C "$ncnn_git" show "$commit:$f" >"$work/tool/$f"
 done
 
-log "compiling ncnnllm2int of ncnn ${commit:0:12} against ncnn $NCNN_VERSION_FULL ($prefix)"
+log "compiling $tool of ncnn ${commit:0:12} against ncnn $NCNN_VERSION_FULL ($prefix)"
 mkdir -p "$work/final/bin"
 # The release's src/ first (layer/gemm.h, layer.h, ...), then the install for its generated headers
 # (platform.h, layer_type_enum.h, ...), which src/ only has as *.in templates.
 if ! "$CXX" "${flags[@]}" -I"$work/release/src" -I"$prefix/include/ncnn" \
-    "$work/tool/tools/quantize/ncnnllm2int.cpp" "$lib" -lpthread -o "$work/final/bin/ncnnllm2int" \
+    "$work/tool/tools/quantize/$tool.cpp" "$lib" -lpthread -o "$work/final/bin/$tool" \
     >"$work/build.log" 2>&1; then
   cat "$work/build.log" >&2
   trap - EXIT
-  echo "ncnnllm2int_build.sh: ncnnllm2int of ncnn ${commit:0:12} does not compile against ncnn" \
+  echo "ncnnllm2int_build.sh: $tool of ncnn ${commit:0:12} does not compile against ncnn" \
     "$NCNN_VERSION_FULL (the errors above; sources and build.log kept in $work)" >&2
   exit 1
 fi
@@ -138,12 +149,12 @@ cat "$work/build.log" >&2
 
 # It must run: without arguments it prints its usage and exits 255.
 set +e
-"$work/final/bin/ncnnllm2int" >"$work/final/usage.txt" 2>&1
+"$work/final/bin/$tool" >"$work/final/usage.txt" 2>&1
 rc=$?
 set -e
 if [ "$rc" != 255 ] || ! grep -q '^Usage:' "$work/final/usage.txt"; then
   cat "$work/final/usage.txt" >&2
-  echo "ncnnllm2int_build.sh: the built ncnnllm2int did not print its usage (exit $rc)" >&2
+  echo "ncnnllm2int_build.sh: the built $tool did not print its usage (exit $rc)" >&2
   exit 1
 fi
 
