@@ -66,6 +66,7 @@ class Prepared:
     rule_files: list[str] = field(default_factory=list)  # the rule file and every file it includes
     path_vars: list[str] = field(default_factory=list)  # the values of its {path: …} variables
     pool: CheckpointPool = field(default_factory=CheckpointPool)  # every checkpoint the run opens, once
+    cleanups: list[Callable[[], None]] = field(default_factory=list)  # run by close (scratch the run made)
 
     def read_paths(self) -> list[str]:
         """Every file or folder the run reads (none of them may be an output): the rule files, the models,
@@ -93,6 +94,8 @@ class Prepared:
         when it is kept."""
         self.release_sources()
         self.pool.close()
+        while self.cleanups:
+            self.cleanups.pop()()
         if self.work is None or not self.work.exists():
             return None
         if self.keep_work:
