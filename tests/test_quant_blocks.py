@@ -49,7 +49,10 @@ def test_quantize_term_is_bits_times_100_plus_the_block_code(bits: int, block: i
     fmt = BlockFormat(bits, block)
     assert fmt.quantize_term == term
     assert BlockFormat.from_quantize_term(term) == fmt
-    assert BlockFormat.from_quantize_term(term + 10) is None  # with input scales: not a form gsurg writes
+    assert BlockFormat.from_quantize_term(term + 10) is None  # with input scales: another form
+    assert BlockFormat.parse_term(term) == (fmt, False)
+    assert BlockFormat.parse_term(term + 10) == (fmt, True)
+    assert BlockFormat.parse_term(term + 20) is None
 
 
 def test_minmax_puts_every_value_within_half_a_step_and_saturates_nothing() -> None:

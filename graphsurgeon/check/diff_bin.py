@@ -155,6 +155,8 @@ def _quant_pair(
     check: tuple[ChunkReader, QuantRecord],
     floats: ValueSource,
     chunk: int,
+    *,
+    compensated: bool = False,
 ) -> PairResult:
     """A quantized weight (``check``: its file's reader and records) against ``floats``, the other side."""
     reader, q = check
@@ -167,7 +169,8 @@ def _quant_pair(
             ep.shape = (q.rows, q.cols)
     na, nb = pair[0].shape, pair[1].shape
     note = None if na == nb else f"shapes differ ({list(na)} vs {list(nb)}); compared in C order"
-    return PairResult(*pair, how, None, note, check_quantized(reader, q, floats, chunk))
+    checked = check_quantized(reader, q, floats, chunk, compensated=compensated)
+    return PairResult(*pair, how, None, note, checked)
 
 
 def diff_bins(
@@ -263,11 +266,11 @@ def _diff_params(report: DiffReport, comparator: Comparator, param_a: str, param
     recs_b, quant_b = _walk(param_b, report.b, report.warnings)
     pairs, left_a, left_b = pair_records(recs_a, recs_b)
     # the scales of a weight checked in steps, or of one left unpaired, go with it
-    with_weight = {q.scales for q in quant_a.values() if q.codes in left_a}
-    with_weight |= {q.scales for q in quant_b.values() if q.codes in left_b}
+    with_weight = {c for q in quant_a.values() if q.codes in left_a for c in q.companions}
+    with_weight |= {c for q in quant_b.values() if q.codes in left_b for c in q.companions}
     for x, y, _ in pairs:
         if (x in quant_a) != (y in quant_b):
-            with_weight.add(quant_a[x].scales if x in quant_a else quant_b[y].scales)
+            with_weight.update(quant_a[x].companions if x in quant_a else quant_b[y].companions)
     reason = "no partner by name, or by position with the same layer type, slot and size"
     for recs, quant, out, path in (
         (left_a, quant_a, report.unpaired_a, report.a),
@@ -311,7 +314,10 @@ def _diff_params(report: DiffReport, comparator: Comparator, param_a: str, param
 
 
 def _with_scales(q: QuantRecord | None) -> str:
-    return "" if q is None else f" ({q.name}; its scales {q.scales.layer}.{q.scales.slot} go with it)"
+    if q is None:
+        return ""
+    names = " and ".join(f"{c.layer}.{c.slot}" for c in q.companions)
+    return f" ({q.name}; its scales {names} go with it)"
 
 
 def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool) -> None:
@@ -353,7 +359,7 @@ def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool
             ec.note = f"map entry {entry.key!r} names no weight in {bin_path}"
             unpaired_ckpt.append(ec)
     named = {e.key for e in entries}
-    scales = {q.scales for q in quant.values()}  # checked with their weight, never named by a map
+    scales = {c for q in quant.values() for c in q.companions}  # checked with their weight, never mapped
     for rec in records:
         if f"{rec.layer}.{rec.slot}" not in named and rec not in scales:
             ep = _endpoint(rec, bin_path, quant.get(rec))
@@ -379,7 +385,10 @@ def _diff_checkpoint(report: DiffReport, comparator: Comparator, ckpt_is_a: bool
                 continue
             ec.shape = src.shape
             if q is not None:
-                report.pairs.append(_quant_pair(pair, "map", (reader, q), src, comparator.chunk))
+                checked = _quant_pair(
+                    pair, "map", (reader, q), src, comparator.chunk, compensated=entry.compensated
+                )
+                report.pairs.append(checked)
                 continue
             na, nb = pair[0].shape, pair[1].shape
             if src.count != _count(rec):

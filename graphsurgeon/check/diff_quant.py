@@ -11,7 +11,11 @@ must be the level nearest ``x`` (``|x * scale - code| <= 1/2``, ``quant.blocks.e
 ``+-qmax`` on ``x``'s side when ``x`` lies beyond the block's range (a clipping quantizer saturates outliers
 on purpose). Every scale must be finite and > 0; a block whose scale is not is reported as the scale's
 fault, and its values are not checked. A float value that is NaN or infinite cannot be matched by any code
-and counts as wrong. The figures per weight: the largest error in steps of the unsaturated values, the
+and counts as wrong. With per-input scales (quantize_term format digit 1, AWQ's form) the record stands for
+``x / input_scale`` column by column, and the check is made there; an input scale that is not finite and
+> 0 fails the weight. Codes a weight map marks ``quantized: error-compensated`` (GPTQ's) are not meant to
+be the nearest levels: their largest error and off-level count are reported, and only their scales can
+fail. The figures per weight: the largest error in steps of the unsaturated values, the
 saturated count, the wrong count with the first wrong value's row, column, block and byte, and the bad
 scales with the first one's row, block and byte. Rows are read a chunk at a time, so memory does not grow
 with the matrix.
@@ -46,10 +50,17 @@ class QuantRecord:
     fmt: BlockFormat
     rows: int
     cols: int
+    input_scales: WeightRecord | None = None  # format digit 1: the per-input scales record
 
     @property
     def name(self) -> str:
-        return f"int{self.fmt.bits} block {self.fmt.block_size}"
+        extra = " + input scales" if self.input_scales is not None else ""
+        return f"int{self.fmt.bits} block {self.fmt.block_size}{extra}"
+
+    @property
+    def companions(self) -> tuple[WeightRecord, ...]:
+        """The records read with the codes, which are no weights of their own."""
+        return (self.scales,) if self.input_scales is None else (self.scales, self.input_scales)
 
 
 def find_quantized(
@@ -73,9 +84,10 @@ def find_quantized(
             continue
         env = layer.env()
         term = int(env[wq.term])
-        fmt = BlockFormat.from_quantize_term(term)
-        if fmt is None:
-            continue  # another form (per-K input scales): compared as bytes, as any other record
+        parsed = BlockFormat.parse_term(term)
+        if parsed is None:
+            continue
+        fmt, has_inputs = parsed
         try:
             rows, cols = evaluate_size(wq.rows, env), evaluate_size(wq.cols, env)
         except CatalogError as err:
@@ -86,16 +98,21 @@ def find_quantized(
                 f"block-quantized ({wq.term}={term}) but the walk found no {wq.scales} record for its scales"
             )
             raise _error(codes, path, msg)
+        inputs = slots.get(wq.input_scales) if has_inputs and wq.input_scales is not None else None
+        if has_inputs and inputs is None:
+            msg = f"{wq.term}={term} reads per-input scales but the walk found no {wq.input_scales} record"
+            raise _error(codes, path, msg)
         want_codes = (rows, fmt.packed_row_bytes(cols))
         want_scales = (rows, fmt.block_count(cols))
-        for rec, want in ((codes, want_codes), (scales, want_scales)):
+        wanted = [(codes, want_codes), (scales, want_scales)] + ([(inputs, (cols,))] if inputs else [])
+        for rec, want in wanted:
             if math.prod(rec.shape) != math.prod(want):
                 msg = (
                     f"holds {math.prod(rec.shape)} elements {list(rec.shape)}; {fmt.bits}-bit blocks of "
                     f"{fmt.block_size} over [{rows}, {cols}] need {list(want)}"
                 )
                 raise _error(rec, path, msg)
-        found[codes] = QuantRecord(codes, scales, fmt, rows, cols)
+        found[codes] = QuantRecord(codes, scales, fmt, rows, cols, inputs)
     return found
 
 
@@ -149,10 +166,13 @@ class QuantStats:
     first_wrong: WrongValue | None = None
     bad_scales: int = 0
     first_bad_scale: BadScale | None = None
+    bad_input_scales: int = 0  # per-input scales that are not finite and > 0
+    compensated: bool = False  # error-compensated codes: off-level values are expected, not wrong
+    off_level: int = 0  # compensated: values that are not the level nearest their float value
 
     @property
     def passed(self) -> bool:
-        return self.wrong == 0 and self.bad_scales == 0
+        return self.wrong == 0 and self.bad_scales == 0 and self.bad_input_scales == 0
 
     def problems(self) -> list[str]:
         """What is wrong, one sentence each (none when it passed)."""
@@ -164,6 +184,8 @@ class QuantStats:
                 f"value nor saturated on its side; first {self.weight} row {w.row}, column {w.col} "
                 f"(block {w.block}, byte offset {w.offset}): code {w.code}, float value {w.steps:.6g} steps"
             )
+        if self.bad_input_scales:
+            out.append(f"{self.bad_input_scales} input scale(s) are not finite and > 0")
         s = self.first_bad_scale
         if s is not None:
             out.append(
@@ -187,35 +209,58 @@ class QuantStats:
             "scales_offset": self.scales_offset,
             "bad_scales": self.bad_scales,
             "first_bad_scale": None if self.first_bad_scale is None else self.first_bad_scale.to_json(),
+            "bad_input_scales": self.bad_input_scales,
+            "compensated": self.compensated,
+            "off_level": self.off_level,
         }
 
 
-def check_quantized(reader: ChunkReader, q: QuantRecord, floats: ValueSource, chunk: int) -> QuantStats:
+def check_quantized(
+    reader: ChunkReader, q: QuantRecord, floats: ValueSource, chunk: int, *, compensated: bool = False
+) -> QuantStats:
     """Check ``q`` (read with ``reader``, its file's) against ``floats`` (``rows * cols`` values in C
-    order, from another reader), ``chunk`` values' worth of rows at a time."""
+    order, from another reader), ``chunk`` values' worth of rows at a time.
+
+    With per-input scales the codes stand for ``x / input_scale`` (the matrix ncnn multiplies the scaled
+    input by), so that is what they are checked against. ``compensated`` codes (GPTQ's, as a weight map
+    marks them) are deliberately not the nearest levels: their values are measured (largest error in
+    steps, how many are off their nearest level) but only the scales can fail."""
     fmt, n, k = q.fmt, q.rows, q.cols
     if floats.count != n * k:
         raise ValueError("sources of different sizes")
     packed, nb = fmt.packed_row_bytes(k), fmt.block_count(k)
     stats = QuantStats(
         f"{q.codes.layer}.{q.codes.slot}",
-        q.name,
+        q.name + (", error-compensated" if compensated else ""),
         fmt.bits,
         fmt.block_size,
         n,
         k,
         f"{q.scales.layer}.{q.scales.slot}",
         q.scales.offset,
+        compensated=compensated,
     )
+    divisor = None
+    if q.input_scales is not None:
+        raw_inputs = reader.read(q.input_scales.offset, k * 4)
+        divisor = np.frombuffer(raw_inputs, dtype="<f4").astype(np.float32)
+        good = np.isfinite(divisor) & (divisor > 0)
+        stats.bad_input_scales = int(k - np.count_nonzero(good))
+        divisor = np.where(good, divisor, np.float32(1.0)).astype(np.float32)
     step = max(1, chunk // k)
     for r0 in range(0, n, step):
         r1 = min(n, r0 + step)
         values, _ = floats.read(r0 * k, r1 * k)
         x = values.reshape(r1 - r0, k)
+        if divisor is not None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                x = (x.astype(np.float32) / divisor[None, :]).astype(np.float32)
         raw = reader.read(q.scales.offset + r0 * nb * 4, (r1 - r0) * nb * 4)
         scales = np.frombuffer(raw, dtype="<f4").astype(np.float32).reshape(r1 - r0, nb)  # a copy
         codes = np.frombuffer(reader.read(q.codes.offset + r0 * packed, (r1 - r0) * packed), np.uint8)
         _fold(stats, q, r0, x, codes.reshape(r1 - r0, packed), scales)
+    if compensated:
+        stats.off_level, stats.wrong, stats.first_wrong = stats.wrong, 0, None
     return stats
 
 

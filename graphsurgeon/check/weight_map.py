@@ -13,6 +13,9 @@ The key is ``layer.slot`` (split at the last dot, so layer names may contain dot
 checkpoint tensor in the order given: ``transpose`` (an axes list, or bare / null for a 2-D transpose),
 ``reshape`` (a shape list, one -1 allowed), ``repeat_interleave`` (``axis`` and ``n``: every slice along
 ``axis`` repeated ``n`` times in place, as torch's ``repeat_interleave`` does for GQA key/value heads).
+``quantized: error-compensated`` marks block-quantized codes a calibrated quantizer (GPTQ) chose to cancel
+the layer's output error rather than to round each value: diff-bin then reports how far they are from the
+tensor but does not hold them to the nearest level.
 
 Checkpoints are a single ``.safetensors`` file or a sharded one named by its ``*.safetensors.index.json``.
 Headers are read directly (8-byte little-endian length, JSON with dtype/shape/data_offsets, then data) so
@@ -41,6 +44,12 @@ class MapEntry:
     slot: str
     tensor: str
     transforms: tuple[Transform, ...]
+    compensated: bool = False  # ``quantized: error-compensated``: codes not meant to be nearest levels
+
+
+#: What ``quantized:`` of an entry may say: the codes were made to cancel the layer's output error (GPTQ),
+#: so diff-bin measures their values but does not hold them to the nearest level.
+COMPENSATED = "error-compensated"
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -109,15 +118,19 @@ def load_map(path: str) -> list[MapEntry]:
             raise CheckpointError(f"{where}: the key must be `layer.slot`")
         layer, slot = key.rsplit(".", 1)
         transforms: tuple[Transform, ...] = ()
+        compensated = False
         try:
             if isinstance(value, str):
                 tensor = value
             elif isinstance(value, dict) and isinstance(value.get("tensor"), str):
-                extra = set(value) - {"tensor", "transforms"}
+                extra = set(value) - {"tensor", "transforms", "quantized"}
                 if extra:
                     raise ValueError(
-                        f"unknown field(s) {sorted(map(str, extra))} (known: tensor, transforms)"
+                        f"unknown field(s) {sorted(map(str, extra))} (known: tensor, transforms, quantized)"
                     )
+                if value.get("quantized", COMPENSATED) != COMPENSATED:
+                    raise ValueError(f"quantized: the one value is {COMPENSATED}, not {value['quantized']!r}")
+                compensated = "quantized" in value
                 items = value.get("transforms") or []
                 if not isinstance(items, list):
                     raise ValueError("transforms must be a list")
@@ -126,5 +139,5 @@ def load_map(path: str) -> list[MapEntry]:
                 raise ValueError("the value must be a tensor name or {tensor: NAME, transforms: [...]}")
         except (ValueError, TransformError) as err:
             raise CheckpointError(f"{where}: {err}") from None
-        entries.append(MapEntry(key, layer, slot, tensor, transforms))
+        entries.append(MapEntry(key, layer, slot, tensor, transforms, compensated))
     return entries

@@ -93,6 +93,7 @@ def summary(runs: list[GraphRun]) -> str:
                 lines.append(f"  {t}: {before[t]} -> {after[t]} layers")
         if run.calibration is not None:
             lines.append(f"  {run.calibration.summary()}")
+        lines += [f"  {line}" for line in run.quantization]
         if run.storage_changes:
             lines.append(f"  storage policy re-stored {len(run.storage_changes)} weight(s)")
         lines.extend(f"  {m.summary()}" for m in run.weight_maps)
@@ -128,6 +129,7 @@ def runs_json(runs: list[GraphRun], folder: str | None, *, dry_run: bool, notes:
                 "storage": sorted({r.storage_name for r in run.records}),
                 "storage_changes": len(run.storage_changes),
                 "calibration": None if run.calibration is None else run.calibration.summary(),
+                "quantization": run.quantization,
                 "weight_maps": [m.output for m in run.weight_maps],
                 "bin_bytes": [run.bytes_before, run.bytes_after],
             }

@@ -157,7 +157,18 @@ class Weight:
     blocks of bounded size, called on every read; see ``streamed``).
     """
 
-    __slots__ = ("_array", "_blocks", "_make", "load_type", "origin", "region", "shape", "storage", "tag")
+    __slots__ = (
+        "_array",
+        "_blocks",
+        "_make",
+        "compensated",
+        "load_type",
+        "origin",
+        "region",
+        "shape",
+        "storage",
+        "tag",
+    )
 
     def __init__(
         self,
@@ -183,6 +194,8 @@ class Weight:
         self.tag = tag if tag is not None else storage.tag
         #: for codes a quantizer made in this run: the float weight they encode (what a weight map pairs)
         self.origin: Weight | None = None
+        #: for such codes: chosen to cancel the layer's output error (GPTQ), not each value's nearest level
+        self.compensated = False
 
     @classmethod
     def from_array(cls, array: np.ndarray, *, load_type: int, storage: Storage | None = None) -> Weight:

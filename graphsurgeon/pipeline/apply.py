@@ -21,6 +21,7 @@ from graphsurgeon.formats.param_any import is_param_bin, read_param
 from graphsurgeon.formats.recovery import recover_folder, warn_pending
 from graphsurgeon.ir.graph import Graph
 from graphsurgeon.pipeline.calibrate import CalibrationError, calibrate_graph, export_inputs
+from graphsurgeon.pipeline.calibrated_quant import CalibratedQuant
 from graphsurgeon.pipeline.output_guard import OutputGuard, input_identities
 from graphsurgeon.pipeline.prepare import Prepared, prepare
 from graphsurgeon.pipeline.repeat_layers import repeat_last_layer
@@ -184,15 +185,29 @@ def _run_graphs(
             run.interface = check_interface(run.graph, spec.interface, f"graph {name}")
         if spec.storage is not None:
             keep: set[int] = set()
+            calq = CalibratedQuant.plan(run.graph, spec.storage, run.report.pinned, name)
+            if calq is not None and not calibrating:
+                raise CalibrationError(
+                    f"graph {name}: storage.{calq.keys()} quantizes from the calibration samples, but "
+                    "storage.calibrate does not run (its when: is false)"
+                )
             if cal is not None and calibrating:
                 samples = _calibration_samples(prepared, name, spec, runs)
                 if progress is not None:
                     progress(f"graph {name}: calibrating on {len(samples)} sample(s)")
+                request = calq.request(prepared.work) if calq is not None else None
+                if calq is not None:
+                    prepared.cleanups.append(calq.close)
                 run.calibration = calibrate_graph(
-                    run.graph, cal, exported, samples, label=name, scratch=prepared.work
+                    run.graph, cal, exported, samples, label=name, scratch=prepared.work, activations=request
                 )
                 keep = run.calibration.layer_ids
-            run.storage_changes = apply_storage_policy(run.graph, spec.storage, run.report.pinned, keep)
+                if calq is not None:
+                    calq.finish()
+                    run.quantization = calq.lines()
+            run.storage_changes = apply_storage_policy(
+                run.graph, spec.storage, run.report.pinned, keep, calibrated=calq
+            )
         if run.has_weights and run.bin_name is None:
             raise GsurgError(
                 f"graph {name}: the result has weights but no .bin to write them to (give --bin, bin: in "

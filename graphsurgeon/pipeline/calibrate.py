@@ -21,13 +21,17 @@ inputs to fp16 when that layer runs with fp16 storage, and writes its outputs in
 Such a layer gets ``featmask`` OR-ed into its param 31 (ncnn's per-layer feature mask, read by ``Net``
 before the layer's own params: bit 0 no fp16 arithmetic, bit 1 no fp16 storage or packing) and keeps fp32
 weights (``storage_policy``).
+
+The same run can also sum the input statistics calibrated quantization needs (``activations``: the
+Hessian and mean magnitudes of the blobs its weights read, ``activation_stats``); blobs beyond its memory
+budget are summed in further runs over the same samples that extract only them.
 """
 
 from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,7 @@ from graphsurgeon.formats.emit_text import write_param_text
 from graphsurgeon.formats.model_bin import write_bin
 from graphsurgeon.ir.graph import Blob, Graph, Layer
 from graphsurgeon.ir.params import Param
+from graphsurgeon.pipeline.activation_stats import ActivationRequest, ActivationStats, new_stats
 from graphsurgeon.rewrite.sections import Calibrate
 from graphsurgeon.rewrite.select import find
 
@@ -76,6 +81,7 @@ class CalibrationReport:
     opaque: list[str] = field(default_factory=list)  # tops held in ncnn's own layout, not measured
     marked: list[Mark] = field(default_factory=list)
     layer_ids: set[int] = field(default_factory=set)  # the marked layers, by id (not reported)
+    stat_runs: int = 0  # runs over the samples that summed activation statistics (the first is this one)
 
     def above(self, blob: str) -> bool:
         return self.maxima.get(blob, 0.0) > self.limit or self.nonfinite.get(blob, 0) > 0
@@ -174,9 +180,13 @@ def calibrate_graph(
     *,
     label: str,
     scratch: Path | None,
+    activations: ActivationRequest | None = None,
 ) -> CalibrationReport:
     """Measure every blob of ``graph`` on ``samples`` and mark the watched layers above the limit (see the
-    module docstring). ``graph`` is changed only by the featmasks of the marked layers."""
+    module docstring). ``graph`` is changed only by the featmasks of the marked layers. With
+    ``activations``, the same run also sums the statistics of its first group of blobs, and one more run
+    per further group sums theirs (``activation_stats``); each group goes to ``activations.consume`` once
+    the marks are made."""
     if not samples:
         raise CalibrationError(f"graph {label}: calibration has no samples")
     report = CalibrationReport(cal.limit, cal.featmask, len(samples))
@@ -186,60 +196,100 @@ def calibrate_graph(
         name for name, arr in zip(report.fed, samples[0], strict=True) if arr.dtype.kind in "iu"
     ]
     report.opaque = opaque_tops(graph)
+    groups = activations.groups() if activations is not None else []
     with tempfile.TemporaryDirectory(prefix="gsurg-calibrate-", dir=scratch) as tmp:
         param, weights = Path(tmp) / "graph.param", Path(tmp) / "graph.bin"
         write_param_text(graph, param)
         write_bin(graph, weights)
-        _measure(graph, param, weights, samples, report, label)
-    _mark(graph, cal, report)
+        runner = _Runner(graph, param, weights, samples, report, label)
+        try:
+            first = new_stats(activations, groups[0]) if activations is not None and groups else {}
+            runner.measure(first)
+            _mark(graph, cal, report)
+            if activations is not None:
+                report.stat_runs = len(groups)
+                for i, group in enumerate(groups):
+                    stats = first if i == 0 else runner.collect(new_stats(activations, group))
+                    first = {}
+                    activations.consume(stats, report.layer_ids)
+                    del stats  # one group held at a time
+        finally:
+            runner.close()
     return report
 
 
-def _measure(
-    graph: Graph,
-    param: Path,
-    weights: Path,
-    samples: Sequence[tuple[np.ndarray, ...]],
-    report: CalibrationReport,
-    label: str,
-) -> None:
-    import ncnn
+class _Runner:
+    """The graph loaded once in the ncnn wheel (exact fp32), run over the samples by ``measure`` (every
+    blob, and the statistics asked for) and ``collect`` (only the blobs of the statistics asked for)."""
 
-    from graphsurgeon.verify.errors import VerifyError
-    from graphsurgeon.verify.ncnn_fp32 import fp32_net
+    def __init__(
+        self,
+        graph: Graph,
+        param: Path,
+        weights: Path,
+        samples: Sequence[tuple[np.ndarray, ...]],
+        report: CalibrationReport,
+        label: str,
+    ) -> None:
+        from graphsurgeon.verify.errors import VerifyError
+        from graphsurgeon.verify.ncnn_fp32 import fp32_net
 
-    try:
-        net = fp32_net(param, weights)
-    except VerifyError as err:
-        raise CalibrationError(f"graph {label}: calibration: {err}") from None
-    skip = set(report.id_inputs) | set(report.empty_inputs) | set(report.opaque)
-    try:
-        for k, sample in enumerate(samples):
+        self.graph, self.samples, self.report, self.label = graph, samples, report, label
+        try:
+            self.net = fp32_net(param, weights)
+        except VerifyError as err:
+            raise CalibrationError(f"graph {label}: calibration: {err}") from None
+
+    def close(self) -> None:
+        self.net.clear()
+
+    def _extractors(self) -> Iterator[tuple[int, Any]]:
+        import ncnn
+
+        report, label = self.report, self.label
+        for k, sample in enumerate(self.samples):
             if len(sample) != len(report.fed):
                 raise CalibrationError(
                     f"graph {label}: calibration sample {k} has {len(sample)} tensors, sample 0 has "
                     f"{len(report.fed)}"
                 )
-            with net.create_extractor() as ex:
+            with self.net.create_extractor() as ex:
                 for name, arr in zip(report.fed, sample, strict=True):
                     if ex.input(name, ncnn.Mat(np.ascontiguousarray(arr)).clone()) != 0:
                         raise CalibrationError(f"graph {label}: calibration: ncnn has no input blob {name}")
                 for name in report.empty_inputs:
                     ex.input(name, ncnn.Mat())
-                for layer in graph.layers:
-                    for blob in layer.outputs:
-                        if blob.name in skip:
-                            continue
-                        ret, mat = ex.extract(blob.name)
-                        if ret != 0:
-                            raise CalibrationError(
-                                f"graph {label}: calibration sample {k}: ncnn could not compute blob "
-                                f"{blob.name} (layer {layer.name}): extract returned {ret}"
-                            )
-                        _reduce(report, blob.name, np.array(mat, dtype=np.float32, copy=True))
-                        del mat
-    finally:
-        net.clear()
+                yield k, ex
+
+    def _extract(self, ex: Any, k: int, blob: str, layer: str) -> np.ndarray:
+        ret, mat = ex.extract(blob)
+        if ret != 0:
+            raise CalibrationError(
+                f"graph {self.label}: calibration sample {k}: ncnn could not compute blob {blob} (layer "
+                f"{layer}): extract returned {ret}"
+            )
+        return np.array(mat, dtype=np.float32, copy=True)
+
+    def measure(self, stats: dict[str, ActivationStats]) -> None:
+        report = self.report
+        skip = set(report.id_inputs) | set(report.empty_inputs) | set(report.opaque)
+        for k, ex in self._extractors():
+            for layer in self.graph.layers:
+                for blob in layer.outputs:
+                    if blob.name in skip:
+                        continue
+                    values = self._extract(ex, k, blob.name, layer.name)
+                    _reduce(report, blob.name, values)
+                    if blob.name in stats:
+                        stats[blob.name].add(values)
+                    del values
+
+    def collect(self, stats: dict[str, ActivationStats]) -> dict[str, ActivationStats]:
+        for k, ex in self._extractors():
+            for name, st in stats.items():
+                producer = self.graph.blobs[name].producer
+                st.add(self._extract(ex, k, name, producer.name if producer is not None else "?"))
+        return stats
 
 
 def _reduce(report: CalibrationReport, name: str, arr: np.ndarray) -> None:

@@ -67,6 +67,7 @@ class Prepared:
     path_vars: list[str] = field(default_factory=list)  # the values of its {path: …} variables
     pool: CheckpointPool = field(default_factory=CheckpointPool)  # every checkpoint the run opens, once
     work_lock: WorkFolder | None = None  # the work folder's lock, held while the run lives
+    cleanups: list[Callable[[], None]] = field(default_factory=list)  # run by close (scratch the run made)
 
     def read_paths(self) -> list[str]:
         """Every file or folder the run reads (none of them may be an output): the rule files, the models,
@@ -94,6 +95,8 @@ class Prepared:
         when it is kept."""
         self.release_sources()
         self.pool.close()
+        while self.cleanups:
+            self.cleanups.pop()()
         if self.work_lock is not None:
             self.work_lock.close(keep=self.keep_work)
             self.work_lock = None

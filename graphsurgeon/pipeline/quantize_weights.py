@@ -10,6 +10,7 @@ them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -63,13 +64,21 @@ class _Source:
         return self._scales
 
 
-def quantize_layer_weight(
-    layer: Layer, wq: WeightQuantizeSpec, storage: str, *, block: int, method: Method
-) -> str:
-    """Store ``layer``'s ``wq.weight`` block-quantized as ``storage`` (``int8``/``int6``/``int4``): set the
-    format param, replace the weight by its packed codes and add the scales slot. Returns the change line."""
-    fmt = BlockFormat(QUANT_BITS[storage], block)
-    chosen: QuantMethod = AUTO_METHOD[fmt.bits] if method == "auto" else method
+@dataclass(frozen=True)
+class Precomputed:
+    """A weight already quantized (``calibrated_quant``): loaders of its packed codes, block scales and,
+    with the per-input-scale format, input scales; ``how`` says how it was made for the change line."""
+
+    storage: str
+    packed: Callable[[], np.ndarray]
+    scales: Callable[[], np.ndarray]
+    input_scales: Callable[[], np.ndarray] | None
+    how: str
+    compensated: bool = False  # codes chosen to cancel the output error (GPTQ), not nearest levels
+
+
+def matrix_shape(layer: Layer, wq: WeightQuantizeSpec) -> tuple[int, int]:
+    """The ``[rows, cols]`` of ``layer``'s quantizable weight, checked against the weight it holds."""
     env = layer.env()
     rows, cols = evaluate_size(wq.rows, env), evaluate_size(wq.cols, env)
     weight = layer.weights[wq.weight]
@@ -78,29 +87,72 @@ def quantize_layer_weight(
             f"layer {layer.name}, weight {wq.weight}: {weight.storage.value} {list(weight.shape)} is not a "
             f"float [{rows}, {cols}] matrix to block-quantize"
         )
+    return rows, cols
+
+
+def matrix_values(layer: Layer, wq: WeightQuantizeSpec) -> np.ndarray:
+    """The float32 ``[rows, cols]`` values of ``layer``'s quantizable weight, as the rules left them."""
+    rows, cols = matrix_shape(layer, wq)
+    return np.asarray(layer.weights[wq.weight].numpy(), dtype=np.float32).reshape(rows, cols)
+
+
+def quantize_layer_weight(
+    layer: Layer,
+    wq: WeightQuantizeSpec,
+    storage: str,
+    *,
+    block: int,
+    method: Method,
+    precomputed: Precomputed | None = None,
+) -> str:
+    """Store ``layer``'s ``wq.weight`` block-quantized as ``storage`` (``int8``/``int6``/``int4``): set the
+    format param, replace the weight by its packed codes and add the scales slot (and the input scales
+    slot, for a ``precomputed`` result that has them). Returns the change line."""
+    if precomputed is not None:
+        storage = precomputed.storage
+    fmt = BlockFormat(QUANT_BITS[storage], block)
+    chosen: QuantMethod = AUTO_METHOD[fmt.bits] if method == "auto" else method
+    rows, cols = matrix_shape(layer, wq)
+    weight = layer.weights[wq.weight]
     old_storage = weight.storage.value
 
     def values() -> np.ndarray:
         return np.asarray(weight.numpy(), dtype=np.float32).reshape(rows, cols)
 
-    source = _Source(values, fmt, chosen)
-    layer.set(wq.term, fmt.quantize_term)
+    if precomputed is None:
+        source = _Source(values, fmt, chosen)
+        make_packed, make_scales, make_inputs = source.packed, source.scales, None
+        how: str = chosen
+    else:
+        make_packed, make_scales = precomputed.packed, precomputed.scales
+        make_inputs = precomputed.input_scales
+        how = precomputed.how
+    term = fmt.quantize_term + (10 if make_inputs is not None else 0)
+    layer.set(wq.term, term)
     active = {aw.name: aw for aw in layer.spec.active_weights(layer.env())} if layer.spec else {}
     packed_slot, scales_slot = active.get(wq.weight), active.get(wq.scales)
-    if packed_slot is None or scales_slot is None or packed_slot.load_type != fmt.bits:
+    inputs_slot = active.get(wq.input_scales) if wq.input_scales is not None else None
+    if (
+        packed_slot is None
+        or scales_slot is None
+        or packed_slot.load_type != fmt.bits
+        or (make_inputs is not None and inputs_slot is None)
+    ):
         raise QuantizeError(
             f"layer {layer.name}: the catalog's {layer.type} does not read {wq.weight} as {fmt.bits}-bit "
-            f"codes and {wq.scales} after {wq.term}={fmt.quantize_term}"
+            f"codes and {wq.scales} after {wq.term}={term}"
         )
     packed = Weight.lazy(
-        source.packed, shape=packed_slot.shape, load_type=packed_slot.load_type, storage=Storage.BYTES
+        make_packed, shape=packed_slot.shape, load_type=packed_slot.load_type, storage=Storage.BYTES
     )
     packed.origin = weight
+    packed.compensated = precomputed is not None and precomputed.compensated
     layer.weights[wq.weight] = packed
     layer.weights[wq.scales] = Weight.lazy(
-        source.scales, shape=scales_slot.shape, load_type=scales_slot.load_type, storage=Storage.RAW
+        make_scales, shape=scales_slot.shape, load_type=scales_slot.load_type, storage=Storage.RAW
     )
-    return (
-        f"{layer.name}.{wq.weight}: {old_storage} -> {storage} (block {block}, {chosen}; "
-        f"{wq.term}={fmt.quantize_term})"
-    )
+    if make_inputs is not None and inputs_slot is not None and wq.input_scales is not None:
+        layer.weights[wq.input_scales] = Weight.lazy(
+            make_inputs, shape=inputs_slot.shape, load_type=inputs_slot.load_type, storage=Storage.RAW
+        )
+    return f"{layer.name}.{wq.weight}: {old_storage} -> {storage} (block {block}, {how}; {wq.term}={term})"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from graphsurgeon.check.weight_map import COMPENSATED
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.formats.model_bin import WeightRecord
 from graphsurgeon.formats.safetensors import CheckpointError, checkpoint_path
@@ -116,7 +117,14 @@ def _entry(p: Pairing) -> str | dict[str, object]:
         transforms.append({"slice": {"axis": 0, "start": p.rows[0], "stop": p.rows[1]}})
     if p.reshape is not None:
         transforms.append({"reshape": list(p.reshape)})
-    return {"tensor": p.tensor, "transforms": transforms} if transforms else p.tensor
+    if not transforms and not p.compensated:
+        return p.tensor
+    entry: dict[str, object] = {"tensor": p.tensor}
+    if transforms:
+        entry["transforms"] = transforms
+    if p.compensated:
+        entry["quantized"] = COMPENSATED
+    return entry
 
 
 def render(m: WeightMap, bin_name: str) -> bytes:
@@ -141,6 +149,13 @@ def render(m: WeightMap, bin_name: str) -> bytes:
             "# and --rtol do not apply to them: diff-bin checks, in quantization steps, that every value",
             "# (code / scale) is the level nearest its tensor's value (within half a step) or saturated on",
             "# its side, and that every scale is finite and > 0.",
+        ]
+    compensated = [p for p in m.pairings if p.compensated]
+    if compensated:
+        lines += [
+            f"# {len(compensated)} of them are marked quantized: {COMPENSATED}: GPTQ chose their codes to",
+            "# cancel the layer's output error on the calibration samples, not to round each value, so",
+            "# diff-bin reports how far they are from the tensor and checks only their scales.",
         ]
     for p in m.ambiguous:
         lines.append(f"# ambiguous: {p.layer}.{p.slot} holds the same values as {', '.join(p.also)};")

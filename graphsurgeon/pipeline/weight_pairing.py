@@ -27,7 +27,8 @@ other weight of the run has taken is named, the others are reported. One tensor 
 
 **Block-quantized weights** (the storage policy's ``int8``/``int6``/``int4``) are paired through the float
 weight the quantizer read (``Weight.origin``): the tensor named is the one the codes were made from, and
-``diff-bin`` then checks the codes against it in quantization steps. Their scales record is no checkpoint
+``diff-bin`` then checks the codes against it in quantization steps (codes GPTQ chose are marked
+``compensated``, and the map says so). Their scales records are no checkpoint
 tensor and is not paired.
 
 **Refused** (``WeightMatchError``, naming file, layer, slot and offset): a weight no tensor holds — a
@@ -75,14 +76,15 @@ class Pairing:
     also: tuple[str, ...] = ()  # other tensors holding the same values (an ambiguity resolved by order)
     quantized: bool = False  # block-quantized codes, paired through the values they were made from
     rows: tuple[int, int] | None = None  # the tensor's row range [start, stop) the weight holds, if a part
+    compensated: bool = False  # such codes chosen to cancel the layer's output error (GPTQ)
 
 
 def _is_quantize_scales(layer: Layer, slot: str) -> bool:
-    """Whether ``slot`` holds the block scales of ``layer``'s quantized weight (the catalog's
-    ``weight_quantize``), which no checkpoint tensor holds."""
+    """Whether ``slot`` holds the block scales or the input scales of ``layer``'s quantized weight (the
+    catalog's ``weight_quantize``), which no checkpoint tensor holds."""
     spec = layer.spec
     wq = spec.weight_quantize if spec is not None else None
-    return wq is not None and wq.scales == slot
+    return wq is not None and slot in (wq.scales, wq.input_scales)
 
 
 def _natural(name: str) -> list[int | str]:
@@ -179,7 +181,7 @@ class WeightMatcher:
     ) -> Pairing:
         where = f"{bin_name}: layer {rec.layer}, weight {rec.slot}, offset {rec.offset}"
         storage = rec.storage
-        origin = weight.origin
+        origin, compensated = weight.origin, weight.compensated
         if origin is not None:  # codes quantized in this run: pair the values they were made from
             weight, storage, view = origin, origin.storage, origin.shape
         if storage not in _AS_STORED | _ROUNDED:
@@ -206,6 +208,7 @@ class WeightMatcher:
                     (),
                     rec.storage is Storage.BYTES,
                     rows,
+                    compensated,
                 )
             rounding = "" if storage in _AS_STORED else f" (each rounded to {storage.value})"
             shown = ", ".join(candidates[:3]) + (", …" if len(candidates) > 3 else "")
@@ -222,7 +225,9 @@ class WeightMatcher:
         reshape = None if tuple(self.ckpt.tensors[chosen].shape) == shape else shape
         also = tuple(t for t in matches if t != chosen)
         quantized = rec.storage is Storage.BYTES
-        return Pairing(rec.layer, rec.slot, rec.offset, storage, chosen, reshape, also, quantized)
+        return Pairing(
+            rec.layer, rec.slot, rec.offset, storage, chosen, reshape, also, quantized, None, compensated
+        )
 
     def holders(self, weight: Weight) -> tuple[list[str], tuple[str, tuple[int, int]] | None]:
         """The tensors holding ``weight``'s values as stored (flat, C order) in name order, and, when none

@@ -41,6 +41,7 @@ class GraphRun:
     interface: tuple[list[str], list[str]] | None = None  # declared (inputs, outputs), once checked
     storage_changes: list[str] = field(default_factory=list)
     calibration: CalibrationReport | None = None  # what storage.calibrate measured and marked
+    quantization: list[str] = field(default_factory=list)  # what calibrated quantization did (log lines)
     records: list[WeightRecord] = field(default_factory=list)
     folder: str | None = None  # where it was written
     weight_maps: list[WeightMap] = field(default_factory=list)  # diff-bin maps written for it
@@ -132,4 +133,6 @@ def _provenance(rf: RuleFile, rule_path: str, run: GraphRun) -> str:
         doc["storage"] = run.storage_changes
     if run.calibration is not None:
         doc["calibration"] = run.calibration.to_json()
+    if run.quantization:
+        doc["quantization"] = run.quantization
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"

@@ -24,6 +24,11 @@ grid is symmetric around zero), rounding half away from zero. Two ways to choose
   its ``mseclip`` the same scales but for float32 near-ties: benchmarks/README.md.)
 
 A block of zeros gets scale 1 and all-zero codes (dividing by its zero range would give inf).
+
+Format digit 1 (``bits * 100 + 10 + block code``) adds ``K`` raw float32 *input scales* after the block
+scales: ncnn multiplies input ``k`` by ``input_scale[k]`` before the codes, so the stored matrix is
+``W / input_scale`` (``quant.awq`` writes it). ``quant.gptq`` writes codes of format 0 or 1 that are not
+the nearest levels of the weights but cancel the layer's output error.
 """
 
 from __future__ import annotations
@@ -77,11 +82,18 @@ class BlockFormat:
     @classmethod
     def from_quantize_term(cls, term: int) -> BlockFormat | None:
         """The format a Gemm ``quantize_term`` selects, or None when it is not weight-block quantization
-        without input scales (the only form gsurg writes and checks)."""
+        without input scales (format digit 0)."""
+        parsed = cls.parse_term(term)
+        return parsed[0] if parsed is not None and not parsed[1] else None
+
+    @classmethod
+    def parse_term(cls, term: int) -> tuple[BlockFormat, bool] | None:
+        """The format a ``quantize_term`` selects and whether it reads per-input scales (format digit 1),
+        or None when it is no weight-block quantization."""
         bits, fmt, code = term // 100, term % 100 // 10, term % 10
-        if bits not in BITS or fmt != 0 or code > 2:
+        if bits not in BITS or fmt not in (0, 1) or code > 2 or term < 0:
             return None
-        return cls(bits, BLOCK_SIZES[code])
+        return cls(bits, BLOCK_SIZES[code]), fmt == 1
 
     def packed_row_bytes(self, k: int) -> int:
         """Bytes of one packed row of ``k`` values."""

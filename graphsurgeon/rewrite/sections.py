@@ -116,6 +116,8 @@ class StorageRule(StrictModel):
     storage: PolicyStorageName
 
 
+#: The bits of each block-quantized storage a policy may name.
+QUANT_STORAGE_BITS = {"int8": 8, "int6": 6, "int4": 4}
 #: fp16's largest finite value: a larger magnitude becomes inf in fp16 storage or arithmetic.
 FP16_MAX = 65504.0
 #: ncnn's featmask bits (param 31, ``get_masked_option`` in src/net.cpp): 1 no fp16 arithmetic, 2 no fp16
@@ -146,10 +148,64 @@ class Calibrate(StrictModel):
     )
 
 
+class Gptq(StrictModel):
+    """GPTQ-style error compensation of the block-quantized weights: each matrix's columns are quantized in
+    order and the ones not yet quantized absorb the output error, measured on the calibration samples'
+    inputs to the layer (their Hessian). The records keep ncnn's standard block format."""
+
+    when: bool = Field(default=True, description="compensate only when this holds, e.g. ${quant_gptq}")
+    damp: float = Field(
+        default=0.01,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="added to the Hessian's diagonal, as a fraction of its mean (GPTQ's percdamp)",
+    )
+    match: Selector | None = Field(
+        default=None, description="the layers compensated (default: every block-quantized weight)"
+    )
+
+
+class Awq(StrictModel):
+    """AWQ-style activation-aware scaling: per input channel a scale ``s = mean|x|^alpha`` (alpha searched
+    for the least output error on the calibration samples), the weight's columns stored times ``s`` and
+    the input multiplied by ``1/s`` in the layer itself (ncnn's block format with per-input scales,
+    quantize_term format digit 1). With ``gptq`` too, GPTQ quantizes the scaled matrix."""
+
+    when: bool = Field(default=True, description="scale only when this holds, e.g. ${quant_awq}")
+    grid: int = Field(default=20, ge=1, le=100, description="alpha steps between 0 and 1 (grid + 1 tried)")
+    match: Selector | None = Field(
+        default=None, description="the layers scaled (default: every block-quantized weight)"
+    )
+
+
+class Mixed(StrictModel):
+    """Mixed precision: among the weights block-quantized at the policy's ``default``, raise the most
+    sensitive ones to ``storage`` while the average stays within ``budget`` bits per weight (codes and
+    scales counted, over those weights). Sensitivity is measured: the output error on the calibration
+    samples the higher storage removes, relative to the layer's output, per extra bit stored."""
+
+    when: bool = Field(default=True, description="mix only when this holds, e.g. ${quant_budget > 0}")
+    storage: Literal["int8", "int6"] = Field(default="int8", description="the storage a raised weight gets")
+    budget: float = Field(
+        ge=0,
+        allow_inf_nan=False,
+        description="the largest average bits per weight, scales included (int4 block 64 alone is 4.5, "
+        "int8 block 64 8.5)",
+    )
+
+    @model_validator(mode="after")
+    def _budget(self) -> Mixed:
+        if self.when and self.budget <= 0:
+            raise ValueError("budget: give the average bits per weight allowed (> 0)")
+        return self
+
+
 class StoragePolicy(StrictModel):
     """How a graph's tagged weights are stored: ``default`` for all, then ``rules`` in order (the last
     matching one wins), then ``calibrate``: the layers it finds above the limit keep fp32. A weight a rule
-    action gave an explicit ``storage`` keeps it (it is pinned)."""
+    action gave an explicit ``storage`` keeps it (it is pinned). Block-quantized weights may be quantized
+    from the calibration samples (``gptq``, ``awq``, ``mixed``), which then need ``calibrate``."""
 
     default: PolicyStorageName = "fp32"
     rules: list[StorageRule] = Field(default_factory=list)
@@ -168,6 +224,28 @@ class StoragePolicy(StrictModel):
         description="int8/int6/int4: the float storage of the weights block quantization cannot hold "
         "(norms, biases, convolutions, embeddings)",
     )
+    gptq: Gptq | None = None
+    awq: Awq | None = None
+    mixed: Mixed | None = None
+
+    @model_validator(mode="after")
+    def _calibrated(self) -> StoragePolicy:
+        for key in ("gptq", "awq", "mixed"):
+            if getattr(self, key) is not None and self.calibrate is None:
+                raise ValueError(
+                    f"{key} quantizes from the calibration samples: give calibrate too (calibrate: {{}} "
+                    "runs them with the defaults)"
+                )
+        low = QUANT_STORAGE_BITS.get(self.default)
+        mixed = self.mixed
+        if mixed is not None and mixed.when and low is not None and QUANT_STORAGE_BITS[mixed.storage] <= low:
+            raise ValueError(f"mixed.storage {mixed.storage} has no more bits than default {self.default}")
+        return self
+
+    def calibrated(self, key: str) -> bool:
+        """Whether ``gptq``, ``awq`` or ``mixed`` is given and its ``when`` holds."""
+        section = getattr(self, key)
+        return section is not None and bool(section.when)
 
 
 class SideFile(StrictModel):

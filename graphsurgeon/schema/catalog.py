@@ -107,6 +107,13 @@ class WeightQuantizeSpec:
     when: str | int = 1
     doc: str = ""
     input_scales: str | None = None  # the per-input scales slot a term with format 1 adds, if any
+    input: str | None = None  # the input role whose rows (of ``cols`` values) the weight multiplies
+
+    def input_position(self, spec: LayerSpec) -> int | None:
+        """The bottom index of ``input`` under ``when`` (the role's place among the type's input roles, as
+        ``rewire`` counts them), or None when the entry names no input."""
+        roles = [r.rstrip("?*") for r in spec.inputs or ()]
+        return roles.index(self.input) if self.input in roles else None
 
 
 @dataclass(frozen=True)
@@ -302,6 +309,7 @@ def _weight_quantize(type_name: str, raw: Mapping[str, Any] | None) -> WeightQua
             when=raw.get("when", 1),
             doc=raw.get("doc", ""),
             input_scales=raw.get("input_scales"),
+            input=raw.get("input"),
         )
     except KeyError as exc:
         raise CatalogError(f"catalog {type_name}: weight_quantize has no {exc.args[0]}") from None
@@ -321,6 +329,8 @@ def _check_layer(spec: LayerSpec) -> None:
         named = [wq.weight, wq.scales] + ([wq.input_scales] if wq.input_scales else [])
         if any(slot not in slots for slot in named) or wq.term not in params:
             raise CatalogError(f"catalog {spec.type}: weight_quantize names a slot or param the layer lacks")
+        if wq.input is not None and wq.input_position(spec) is None:
+            raise CatalogError(f"catalog {spec.type}: weight_quantize input {wq.input!r} is no input role")
     for expr in exprs:
         if isinstance(expr, str) and expr in LOAD_TYPES:
             continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import overload
 
 import torch
@@ -60,6 +61,42 @@ def random_prompts(vocab_size: int, lengths: Sequence[int] = DEFAULT_LENGTHS, se
     """Seeded token ids (the tiny checkpoints have no tokenizer; the embedding rows are the model's own)."""
     gen = torch.Generator().manual_seed(seed)
     return [Prompt(torch.randint(0, vocab_size, (1, n), generator=gen, dtype=torch.int64)) for n in lengths]
+
+
+#: The most prompts a calibration text may hold (each is one run of the decoder per calibration pass).
+MAX_TEXT_PROMPTS = 4096
+TEXT_LIMIT = 16 << 20
+
+
+def text_prompts(path: Path, tokenizer: Path) -> list[Prompt]:
+    """One prompt per non-empty line of the UTF-8 file ``path``, tokenized by ``tokenizer`` (a
+    ``tokenizer.json``) as the checkpoint's own tokenizer encodes text, without special tokens added."""
+    from tokenizers import Tokenizer
+
+    from graphsurgeon.export.errors import ExportError
+    from graphsurgeon.input_files import read_input
+
+    raw = read_input(path, limit=TEXT_LIMIT, what="a calibration text", error=ExportError)
+    try:
+        lines = [line for line in raw.decode("utf-8").splitlines() if line.strip()]
+    except UnicodeDecodeError:
+        raise ExportError(f"calibration_text {path}: not UTF-8 text") from None
+    if not lines:
+        raise ExportError(f"calibration_text {path}: no line holds a prompt")
+    if len(lines) > MAX_TEXT_PROMPTS:
+        raise ExportError(f"calibration_text {path}: {len(lines)} prompts; at most {MAX_TEXT_PROMPTS}")
+    if not tokenizer.is_file():
+        raise ExportError(
+            f"calibration_text {path}: the checkpoint has no {tokenizer.name} to tokenize it ({tokenizer})"
+        )
+    tok = Tokenizer.from_file(str(tokenizer))
+    prompts = []
+    for number, line in enumerate(lines, 1):
+        ids = tok.encode(line, add_special_tokens=False).ids
+        if not ids:
+            raise ExportError(f"calibration_text {path}: prompt {number} tokenizes to nothing")
+        prompts.append(Prompt(torch.tensor([ids], dtype=torch.int64)))
+    return prompts
 
 
 def llm_samples(model: Qwen3ForCausalLM, prompts: Callable[[], Sequence[Prompt]]) -> dict[str, LazySamples]:

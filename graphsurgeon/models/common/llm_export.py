@@ -3,10 +3,11 @@
 
 A rule file names it ``path/to/graphsurgeon/models/common/llm_export.py:build``. Variables read:
 ``export_length`` (optional, default 8): the example sequence length the modules are traced at (pnnx's second
-shape uses another; the exported graphs take any length).
+shape uses another; the exported graphs take any length); ``calibration_text`` (optional): a UTF-8 file
+whose lines, tokenized by the checkpoint's ``tokenizer.json``, are the calibration prompts.
 
-Each spec carries calibration samples (``calibration.py``): two seeded prompts through the reference,
-computed only if a storage policy calibrates.
+Each spec carries calibration samples (``llm_calibration.py``): the ``calibration_text`` prompts, or two
+seeded prompts of random ids, through the reference, computed only if a storage policy calibrates.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 from graphsurgeon.export.errors import ExportError
 from graphsurgeon.export.spec import ExportSpec
 
-from .llm_calibration import Prompt, llm_samples, random_prompts
+from .llm_calibration import Prompt, llm_samples, random_prompts, text_prompts
 from .qwen3_llm_model import (
     DecoderPart,
     EmbedPart,
@@ -58,6 +59,15 @@ def build(
     cos, sin = rope_tables(cfg, 0, length)
     seq = (0, 1)
     vocab = cfg.vocab_size
+    text = variables.get("calibration_text", "")
+    if not isinstance(text, str):
+        raise ExportError(f"the qwen3_llm source: calibration_text must be a path, not {text!r}")
+    if prompts is None and text and checkpoint is not None:
+        text_path, tokenizer = Path(text), Path(checkpoint) / "tokenizer.json"
+
+        def prompts() -> Sequence[Prompt]:
+            return text_prompts(text_path, tokenizer)
+
     samples = llm_samples(model, prompts or (lambda: random_prompts(vocab)))
     return [
         ExportSpec("embed", EmbedPart(model).eval(), (ids,), {"seq": [seq]}, samples["embed"]),
