@@ -110,6 +110,6 @@ def test_markdown_table_and_errors(conversions: dict[str, Path], capsys: pytest.
     table = capsys.readouterr().out
     assert "| conversion | storage | precision | task accuracy |" in table
     assert main(["eval", str(conversions["fp32"]), "--set", "nope"]) == 2
-    assert "no evaluation set 'nope' (known: text-tasks)" in capsys.readouterr().err
+    assert "no evaluation set 'nope' (known: text-tasks, vqa, vqa-blank)" in capsys.readouterr().err
     assert main(["eval", str(conversions["fp32"] / "missing"), "--set", "text-tasks"]) == 2
     assert "no model.json" in capsys.readouterr().err

@@ -87,7 +87,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "folders", nargs="+", type=path_arg, metavar="DIR", help="conversion folders (gsurg apply's --out)"
     )
-    p.add_argument("--set", required=True, metavar="NAME", help="the evaluation set (text-tasks)")
+    p.add_argument(
+        "--set", required=True, metavar="NAME", help="the evaluation set (text-tasks, vqa, vqa-blank)"
+    )
     p.add_argument(
         "--reference",
         type=path_arg,

@@ -30,12 +30,45 @@ def _text_chance(items: Sequence[Question]) -> float:
     return text_tasks.chance_accuracy([i for i in items if isinstance(i, text_tasks.TextItem)])
 
 
+def _vqa(limit: int | None) -> Sequence[Question]:
+    from graphsurgeon.evaluation import vqa
+
+    return vqa.eval_items(VQA_ITEMS if limit is None else min(limit, VQA_ITEMS))
+
+
+def _vqa_blank(limit: int | None) -> Sequence[Question]:
+    from graphsurgeon.evaluation import vqa
+
+    return [vqa.blank(item) for item in _vqa(limit) if isinstance(item, vqa.VqaItem)]
+
+
+def _vqa_chance(items: Sequence[Question]) -> float:
+    from graphsurgeon.evaluation import vqa
+
+    return vqa.chance_accuracy([i for i in items if isinstance(i, vqa.VqaItem)])
+
+
+VQA_ITEMS = 500
 SETS: dict[str, EvalSet] = {
     "text-tasks": EvalSet(
         "text-tasks",
         "500 held-out text questions (largest, compare, twice, nth, count; evaluation.text_tasks)",
         _text_tasks,
         _text_chance,
+    ),
+    "vqa": EvalSet(
+        "vqa",
+        f"{VQA_ITEMS} held-out visual questions on drawn scenes (color, shape, count, left_right, "
+        "above_below, digit, word; five image sizes; evaluation.vqa)",
+        _vqa,
+        _vqa_chance,
+    ),
+    "vqa-blank": EvalSet(
+        "vqa-blank",
+        f"the same {VQA_ITEMS} questions over a blank image of the same size: a model that reads the image "
+        "falls to about chance",
+        _vqa_blank,
+        _vqa_chance,
     ),
 }
 

@@ -202,22 +202,38 @@ def make_tiny(
     ``bpe_vocab`` sizes the trained vocabulary, and so moves every added token's id."""
     if dtype not in ("fp32", "bf16") or shards < 1:
         raise ValueError(f"dtype must be fp32 or bf16 and shards >= 1, not {dtype!r}, {shards}")
+    tok = build_tokenizer(bpe_vocab)
+    raw = model_config(dict(tok.get_vocab(with_added_tokens=True)), tied, dtype)
+    shapes = tensor_shapes(config_from_dict(raw))
+    return write_folder(folder, tok, raw, preprocessor_config(), random_tensors(shapes, seed), dtype, shards)
+
+
+def write_folder(
+    folder: Path | str,
+    tok: Any,
+    raw: dict[str, Any],
+    preprocessor: dict[str, Any],
+    tensors: dict[str, np.ndarray],
+    dtype: str = "fp32",
+    shards: int = 1,
+) -> Path:
+    """A checkpoint folder in the official layout: the tokenizer ``tok`` (``build_tokenizer``'s kind) and its
+    side files, ``config.json`` ``raw`` (``model_config``'s keys), the encoder's sub-folder with
+    ``raw["vision_encoder_config"]``, ``preprocessor`` in both places, and the float32 ``tensors`` stored
+    ``dtype``. Also what ``train.py`` writes its trained checkpoint with."""
     folder = Path(folder)
     (folder / VISION_FOLDER).mkdir(parents=True, exist_ok=True)
-    tok = build_tokenizer(bpe_vocab)
     tok.save(str(folder / "tokenizer.json"))
     write_slow_tokenizer_files(folder, folder / "tokenizer.json")
     ids = dict(tok.get_vocab(with_added_tokens=True))
     added = {t: ids[t] for t in (ENDOFTEXT, IM_START, IM_END, THINK, END_THINK, IMAGE_TOKEN)}
     write_json(folder / "tokenizer_config.json", tokenizer_config(added))
     write_json(folder / "special_tokens_map.json", special_tokens_map())
-    raw = model_config(ids, tied, dtype)
     write_json(folder / "config.json", raw)
-    write_json(folder / VISION_FOLDER / "config.json", vision_config())
+    write_json(folder / VISION_FOLDER / "config.json", raw["vision_encoder_config"])
     for where in (folder, folder / VISION_FOLDER):
-        write_json(where / "preprocessor_config.json", preprocessor_config())
-    shapes = tensor_shapes(config_from_dict(raw))
-    write_weights(folder, random_tensors(shapes, seed), dtype, shards)
+        write_json(where / "preprocessor_config.json", preprocessor)
+    write_weights(folder, tensors, dtype, shards)
     return folder
 
 

@@ -9,6 +9,7 @@ trains through ``train_qwen2_bpe`` too (re-exported here with ``QWEN2_SPLIT`` an
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,12 @@ THINK, END_THINK = "<think>", "</think>"
 BPE_VOCAB = 640  # the 256 byte symbols and 384 merges; the added tokens come after
 
 
-def build_tokenizer(bpe_vocab: int = BPE_VOCAB) -> Any:
-    """Train the byte-level BPE, then add the chat tokens and ``<image>``; a ``tokenizers.Tokenizer``."""
+def build_tokenizer(bpe_vocab: int = BPE_VOCAB, lines: Sequence[str] | None = None) -> Any:
+    """Train the byte-level BPE on ``lines`` (``corpus_lines()`` when None), then add the chat tokens and
+    ``<image>``; a ``tokenizers.Tokenizer``."""
     from tokenizers import AddedToken
 
-    tok = train_qwen2_bpe(corpus_lines(), bpe_vocab)
+    tok = train_qwen2_bpe(corpus_lines() if lines is None else lines, bpe_vocab)
 
     def added(content: str) -> AddedToken:
         return AddedToken(content, single_word=False, lstrip=False, rstrip=False, normalized=False)
