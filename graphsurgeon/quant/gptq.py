@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from graphsurgeon.errors import GsurgError
 from graphsurgeon.quant.blocks import BlockFormat, Quantized, QuantMethod, choose_scales, pack
 
 #: The damping the paper uses: a hundredth of the mean diagonal.
@@ -42,7 +43,7 @@ LAZY_COLUMNS = 128
 _DAMP_RETRIES = 6  # each one ten times the damping before giving up on a matrix that is not positive
 
 
-class HessianError(ValueError):
+class HessianError(GsurgError, ValueError):
     """A Hessian no damping up to ``DAMP * 10**5`` makes positive definite (NaN or inf in the statistics)."""
 
 

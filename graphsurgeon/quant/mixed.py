@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from graphsurgeon.errors import GsurgError
 from graphsurgeon.quant.blocks import BlockFormat
 
 
@@ -42,7 +43,7 @@ class Candidate:
     gain: float
 
 
-class BudgetError(ValueError):
+class BudgetError(GsurgError, ValueError):
     """A budget below what the low format alone takes."""
 
 
