@@ -32,6 +32,10 @@ Bit-exactness of the position table holds for the torch build the C++ side repro
 AVX2: its compiler's fused multiply-adds); on another build (no AVX2, ARM) torch rounds differently and the
 check allows 1e-5 absolute on these unit-variance tables instead, saying so. Likewise numpy's float32 sin/cos
 is reproduced as numpy >= 2 computes it with FMA3; with numpy 1.x or without FMA3 the check allows 1 ulp.
+The table's one power (``10000 ** e``, float32) is the C library's ``powf`` on both sides where numpy's
+AVX2 build runs; on an AVX-512 CPU numpy dispatches it to Intel SVML, up to 1 ulp off ``powf`` for about a
+fifth of the frequencies (and pos * omega carries that ulp into the angle), so there the goldens take the C
+library's ``powf`` for that one step and numpy's multiply, sin and cos for the rest, and the run says so.
 Past numpy's SIMD range (|x| > 117435.992 for sin, 71476.0625 for cos) both sides call the C library's sinf
 / cosf: the same function on Linux, but a Windows build under a wrapper has its own, so those angles may
 then be 1 ulp off (only patch grids over 71476 patches long reach them). Everything else must be bit-exact.
@@ -43,6 +47,8 @@ in one process, the array jobs in one ``--numerics`` process. Usage:
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import importlib
 import json
 import math
@@ -417,8 +423,80 @@ def fma_triples(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return abc, np.array([round_to_float32(q) for q in exact], dtype=np.float32)
 
 
-def numpy_table(dim: int, h: int, w: int) -> np.ndarray:
-    return sincos_2d(dim, (h, w)).numpy()
+def libm_powf() -> Callable[[float, float], float] | None:
+    """The C library's ``powf``, the one the C++ side's ``std::pow(float, float)`` calls (None where no C
+    math library can be loaded)."""
+    name = ctypes.util.find_library("m") or ctypes.util.find_library("c")
+    if name is None:
+        return None
+    function = ctypes.CDLL(name).powf
+    function.restype, function.argtypes = ctypes.c_float, [ctypes.c_float, ctypes.c_float]
+    powf: Callable[[float, float], float] = function
+    return powf
+
+
+def sincos_exponents(axis_dim: int) -> np.ndarray:
+    """The float32 exponents ``k / (axis_dim / 2)`` whose ``10000 ** e`` gives the frequencies of one axis's
+    ``axis_dim`` channels (half a table's), as the official ``get_1d_sincos_pos_embed_from_grid`` computes
+    them."""
+    exponents = np.arange(axis_dim // 2, dtype=np.float32)
+    exponents /= np.float32(axis_dim / 2.0)
+    return exponents
+
+
+def power_differs(dims: Iterable[int]) -> tuple[int, int]:
+    """How many of the tables' frequencies numpy's float32 ``power`` gives otherwise than the C library's
+    ``powf``, of how many (numpy dispatches ``power`` to Intel SVML on AVX-512 CPUs: up to 1 ulp off the
+    C library, which numpy's AVX2 build and the C++ side call)."""
+    powf = libm_powf()
+    if powf is None:
+        return 0, 0
+    exponents = np.concatenate([sincos_exponents(d) for d in dims])
+    numpy_power = np.float32(10000) ** exponents
+    c_power = np.array([powf(10000.0, float(e)) for e in exponents], dtype=np.float32)
+    return int((numpy_power.view(np.int32) != c_power.view(np.int32)).sum()), exponents.size
+
+
+#: How many of the sin-cos tables' frequencies numpy's power gave otherwise than the C library's, of how many
+#: (set by add_array_jobs, reported by main).
+POWER = {"differs": 0, "of": 0}
+
+
+def numpy_table(dim: int, h: int, w: int, c_power: bool = False) -> np.ndarray:
+    """The reference's table (``resampler.sincos_2d``, numpy float32). With ``c_power``, the same formula
+    with the C library's ``powf`` for its one power, the rest numpy's (the multiply, sin, cos, layout):
+    what the C++ side must equal on a CPU where numpy's power is SVML's."""
+    if not c_power:
+        return sincos_2d(dim, (h, w)).numpy()
+    powf = libm_powf()
+    assert powf is not None
+    exponents = sincos_exponents(dim // 2)
+    return table_from_powers(np.array([powf(10000.0, float(e)) for e in exponents], dtype=np.float32), h, w)
+
+
+def table_from_powers(powers: np.ndarray, h: int, w: int) -> np.ndarray:
+    """``sincos_2d``'s table from its frequencies' powers ``10000 ** e``: omega = 1 / power, each axis's
+    angles position * omega, ``[sin | cos]`` per axis, the column's block then the row's, patches row-major
+    (``check_table_layout`` holds this to ``sincos_2d`` itself)."""
+    omega = np.float32(1.0) / powers
+
+    def axis(n: int) -> np.ndarray:
+        angles = np.einsum("m,d->md", np.arange(n, dtype=np.float32), omega)
+        return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+
+    cols, rows = axis(w), axis(h)
+    return np.concatenate([np.tile(cols, (h, 1)), np.repeat(rows, w, axis=0)], axis=1)
+
+
+def check_table_layout() -> str:
+    """ "" when ``table_from_powers`` with numpy's own powers gives ``sincos_2d``'s bits (so substituting the
+    C library's powers changes nothing else), else what differs."""
+    for dim, h, w in ((128, 3, 5), (2304, 4, 2), (8, 5, 7)):
+        powers = np.float32(10000) ** sincos_exponents(dim // 2)
+        ours, theirs = table_from_powers(powers, h, w), sincos_2d(dim, (h, w)).numpy()
+        if ours.shape != theirs.shape or not np.array_equal(ours.view(np.int32), theirs.view(np.int32)):
+            return f"table_from_powers({dim}, {h}x{w}) is not sincos_2d's table"
+    return ""
 
 
 def pos_grids(rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -472,18 +550,25 @@ def add_array_jobs(
     for h, w in [(4, 4), (32, 32), (28, 37), (1, 2024), (2024, 1), (2, 3), (1, 1)]:
         add_pos(tiny_path, tiny, 4, h, w)
 
-    for dim, grids in [
+    tables = [
         (2304, [(8, 8), (32, 32), (28, 37), (23, 45), (1, 1), (1, 2024), (2024, 1), (45, 23)]),
         (128, [(2, 2), (32, 32), (28, 37), (1, 2024), (382, 3)]),
         (8, [(5, 7)]),
-    ]:
+    ]
+    differ, frequencies = power_differs(dim // 2 for dim, _ in tables)
+    POWER["differs"], POWER["of"] = differ, frequencies
+    for dim, grids in tables:
         for h, w in grids:
             out = jobs.out("sincos")
             jobs.add(
                 f"sincos_2d({dim}, {h}x{w})",
                 ["sincos", str(dim), str(h), str(w), jobs.arg(out)],
                 array_check(
-                    "sin-cos table", out, partial(numpy_table, dim, h, w), trig_bound, worst["sincos"]
+                    "sin-cos table",
+                    out,
+                    partial(numpy_table, dim, h, w, c_power=differ > 0),
+                    trig_bound,
+                    worst["sincos"],
                 ),
             )
 
@@ -607,7 +692,7 @@ def main() -> int:
         print(f"FAIL: no corpus images at {args.corpus}")
         return 1
     runner = Runner(args.dump, wrapper)
-    failures: list[str] = []
+    failures: list[str] = [layout] if (layout := check_table_layout()) else []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mcpm_pre_") as tmp:
         folder = Path(tmp)
@@ -673,6 +758,12 @@ def main() -> int:
         f" position tables {mode['pos']} (torch {torch.__version__},"
         f" {torch.backends.cpu.get_cpu_capability()}), sin/cos {mode['trig']} (numpy {np.__version__})"
     )
+    if POWER["differs"]:
+        print(
+            f"  numpy's float32 power (SVML on this CPU) gave {POWER['differs']} of the {POWER['of']} table"
+            " frequencies 1 ulp off the C library's powf, which the C++ side calls: the sin-cos goldens take"
+            " the C library's powf for that one step, numpy's for the rest"
+        )
     for name, w in worst.items():
         print(
             f"  {name}: {int(w.get('unequal', 0))} of {int(w.get('values', 0))} values unequal, max_abs"
