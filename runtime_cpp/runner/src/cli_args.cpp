@@ -70,7 +70,8 @@ std::string usage() {
          "  --gen N                at most N new tokens (default 256); stops earlier at EOS\n"
          "  --batch FILE           answer every request of a JSON Lines file (\"-\": stdin), one JSON line\n"
          "                         out per request line, with the model loaded once (runner/README.md)\n"
-         "  --threads N            CPU threads (default: physical big cores)\n"
+         "  --threads N            CPU threads, 1 to " + std::to_string(kMaxThreads)
+         + " (default: physical big cores)\n"
          "  --precision P          fp32 (default: exact), fp16 (fp16 storage, packing and arithmetic\n"
          "                         where the CPU has them, except in calibrated layers) or auto (ncnn's\n"
          "                         defaults); int8/int4 weights run their int kernels under all three\n"
@@ -137,7 +138,7 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
       a.batch = value();
       a.has_batch = true;
     } else if (flag == "--threads") {
-      a.threads = static_cast<int>(parse_integer(flag, value(), 1, 1024));
+      a.threads = static_cast<int>(parse_integer(flag, value(), 1, kMaxThreads));
     } else if (flag == "--int4-activations") {
       const std::string& v = value();
       if (v == "fp32") a.int4_activations_int8 = false;

@@ -20,8 +20,8 @@ the tokenizer's decoding. Without the tokenizer in the build, the trained prompt
 
 ``bad-input``: an image (``--image`` / ``--pixel-values``: a text-only family), ``--prompt`` on the tiny
 model (its model.json names no tokenizer), a model.json of version 2 or version 1, without tokens.eos,
-naming a missing tokenizer file, a tied model without its embed net: each exit 2 with one
-``gsurg_run: error:`` line naming the culprit.
+naming a missing tokenizer file, a tied model without its embed net, ``--threads 1024`` (alone and with
+``--batch``): each exit 2 with one ``gsurg_run: error:`` line naming the culprit.
 
 ``batch``: the batch mode (``--batch``, runner/README.md) on the trained model: every result equals the
 single run of the same input (prompt or ids, a per-request ``gen``), in file order with the ids echoed,
@@ -235,6 +235,17 @@ def bad_input(runner: Runner, trained: Path, tmp: Path) -> list[str]:
         BadCase("--batch of a missing file", ["--batch", "{tmp}/absent.jsonl"], "absent.jsonl: no such file"),
         BadCase(
             "--batch of a folder", ["--batch", "{tmp}"], "is a folder, not a regular file (the --batch file)"
+        ),
+        # issue 40 item 5: an absurd thread count was libgomp's abort (exit 1, no message) or a hang
+        BadCase(
+            "--threads 1024",
+            ["--ids", "5", "--threads", "1024"],
+            '--threads: "1024" is not an integer in [1, 256]',
+        ),
+        BadCase(
+            "--threads 1024 with --batch",
+            ["--batch", "{tmp}/b.jsonl", "--threads", "1024"],
+            '--threads: "1024" is not an integer in [1, 256]',
         ),
     ]
     failures = run_cases(runner, on_tiny, tmp)

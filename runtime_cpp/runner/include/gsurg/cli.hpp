@@ -19,6 +19,10 @@
 
 namespace gsurg {
 
+// The most threads --threads takes: far past any CPU the runtime meets, and below what makes the OpenMP
+// runtime give up (--threads 1024 ended in libgomp's abort with no message, or hung).
+constexpr int kMaxThreads = 256;
+
 struct CliArgs {
   std::string model;
   std::string prompt;
@@ -28,7 +32,7 @@ struct CliArgs {
   std::vector<std::string> images;
   std::vector<std::string> pixel_files;
   int gen = 256;
-  int threads = 0;  // 0: ncnn's count of physical big cores
+  int threads = 0;  // 0: ncnn's count of physical big cores; else 1 to kMaxThreads
   Precision precision = Precision::kFp32;
   bool int4_activations_int8 = false;  // --int4-activations int8 (NetFiles::quantize_int4_input)
   SamplingOptions sampling;
