@@ -67,7 +67,8 @@ std::string usage() {
          (rules == "FAMILY" ? "\n                         (FAMILY: " + listed + ")" : std::string()) + "\n"
          "  --image IMG            a PNG or JPEG image (repeatable; placed before the text)\n"
          "  --prompt TEXT          the user message (UTF-8); without --image the model answers text-only\n"
-         "  --gen N                at most N new tokens (default 256); stops earlier at EOS\n"
+         "  --gen N                at most N new tokens (default 256); stops earlier at EOS or when the\n"
+         "                         model's context (model.json max_positions) is full, saying so on stderr\n"
          "  --batch FILE           answer every request of a JSON Lines file (\"-\": stdin), one JSON line\n"
          "                         out per request line, with the model loaded once (runner/README.md)\n"
          "  --threads N            CPU threads, 1 to " + std::to_string(kMaxThreads)

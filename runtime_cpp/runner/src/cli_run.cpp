@@ -257,6 +257,10 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
                  prompt.c_str(), json.c_str());
   }
   std::fflush(out);
+  if (result.hit_context_limit)  // fewer tokens than --gen asked for, and not because of EOS: say why
+    std::fprintf(log, "%s: generation stopped at the context limit: %d prompt + %d new tokens = %lld positions "
+                 "(max_positions / model_max_length), short of --gen %d\n", program_name(), result.prompt_tokens,
+                 static_cast<int>(result.tokens.size()), static_cast<long long>(cfg.max_positions), args.gen);
   if (args.verbose) {
     const int n = static_cast<int>(result.tokens.size());
     const double prefill_s = result.prefill_seconds, decode_s = result.decode_seconds;

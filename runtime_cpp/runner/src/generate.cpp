@@ -67,10 +67,8 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
   const std::unique_ptr<Positions> positions = family_->positions(cfg_, prompt_ids, images);
 
   int budget = options.max_new_tokens;
-  if (cfg_.max_positions > 0 && length + budget > cfg_.max_positions) {
-    budget = static_cast<int>(cfg_.max_positions - length);
-    result.hit_context_limit = true;
-  }
+  const bool context_bound = cfg_.max_positions > 0 && length + budget > cfg_.max_positions;
+  if (context_bound) budget = static_cast<int>(cfg_.max_positions - length);
   Sampler sampler(options.sampling);
   std::vector<int> history(prompt_ids);
   // The cache is reserved once for the prompt and the budget (grown by SDPA beyond a capped hint).
@@ -90,8 +88,11 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
     result.tokens.push_back(token);
     on_token(token);
     if ((!options.ignore_eos && !forcing && cfg_.is_eos(token))
-        || static_cast<int>(result.tokens.size()) >= budget
         || (forcing && result.tokens.size() >= options.forced.size())) break;
+    if (static_cast<int>(result.tokens.size()) >= budget) {
+      result.hit_context_limit = context_bound;  // the context, not --gen, ended it
+      break;
+    }
     const int fed = forcing ? options.forced[picked] : token;
     history.push_back(fed);
     std::vector<float> row = embeddings_->rows({fed});

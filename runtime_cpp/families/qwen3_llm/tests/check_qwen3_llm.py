@@ -4,8 +4,8 @@ qwen3_llm_model.py``, the checkpoint model.json's ``verifier.checkpoint`` names)
 running the same nets (``graphsurgeon/verify/llm_chain.py``):
 
     check_qwen3_llm.py convert --out DIR --trained-out DIR
-    check_qwen3_llm.py greedy|bad-input|batch --runner EXE --model DIR --trained-model DIR [--wrapper CMD]
-                       [--with-tokenizer] [--with-preprocess]
+    check_qwen3_llm.py greedy|bad-input|batch|limits --runner EXE --model DIR --trained-model DIR
+                       [--wrapper CMD] [--with-tokenizer] [--with-preprocess]
 
 ``convert`` converts the embedded tiny checkpoint (random weights, no tokenizer) into ``--out`` and the
 trained fixture (``graphsurgeon/models/qwen3_llm/trained``, which answers evaluation.text_tasks' questions)
@@ -22,6 +22,9 @@ the tokenizer's decoding. Without the tokenizer in the build, the trained prompt
 model (its model.json names no tokenizer), a model.json of version 2 or version 1, without tokens.eos,
 naming a missing tokenizer file, a tied model without its embed net, ``--threads 1024`` (alone and with
 ``--batch``): each exit 2 with one ``gsurg_run: error:`` line naming the culprit.
+
+``limits``: on the trained model, ``--gen`` past the context stops there with one stderr line giving the
+numbers (none within it, none when EOS comes first); a batch request past it has ``stop`` ``"context"``.
 
 ``batch``: the batch mode (``--batch``, runner/README.md) on the trained model: every result equals the
 single run of the same input (prompt or ids, a per-request ``gen``), in file order with the ids echoed,
@@ -432,6 +435,78 @@ def batch(runner: Runner, trained: Path, tmp: Path) -> list[str]:
     return failures
 
 
+# --- limits -------------------------------------------------------------------------------------------
+
+
+def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
+    """Issue 40 item 5's runs that succeed: --gen past the context says so (single run: one stderr line;
+    batch: stop "context")."""
+    failures: list[str] = []
+
+    def attempt(label: str, check: Any) -> None:
+        try:
+            check()
+            print(f"ok   {label}", flush=True)
+        except CheckFailed as err:
+            print(f"FAIL {label}: {err}", flush=True)
+            failures.append(label)
+
+    doc = read_model_json(trained, ("qwen3_llm",))
+    context, eos = doc["max_positions"], doc["tokens"]["eos"]
+    eos = eos if isinstance(eos, list) else [eos]
+    ids = [5, 6, 7]
+    room = context - len(ids)  # the most new tokens the context leaves
+    common = ["--ids", _ids_arg(ids), "--print-ids", "--ignore-eos", "--threads", "1"]
+    note = f"{Path(runner.program).stem}: generation stopped at the context limit: "
+
+    def past_context() -> None:
+        result = runner.run([*common, "--gen", str(room + 1)], model=trained)
+        tokens = result.ids()["tokens"]
+        want = (
+            f"{note}{len(ids)} prompt + {room} new tokens = {context} positions (max_positions / "
+            f"model_max_length), short of --gen {room + 1}"
+        )
+        if len(tokens) != room or result.stderr.strip() != want:
+            raise CheckFailed(f"{len(tokens)} tokens (expected {room}), stderr {result.stderr!r}")
+
+    attempt(f"--gen past the context: {room} tokens and one stderr line saying so", past_context)
+
+    def within_context() -> None:
+        for gen in (room, 4):
+            result = runner.run([*common, "--gen", str(gen)], model=trained)
+            if len(result.ids()["tokens"]) != gen or note in result.stderr:
+                raise CheckFailed(f"--gen {gen}: stderr {result.stderr!r}")
+        if runner.tokenizer:  # EOS before the context is full: no such line either
+            args = [
+                "--prompt",
+                "largest of 7 700 70?",
+                "--print-ids",
+                "--threads",
+                "1",
+                "--gen",
+                str(room + 1),
+            ]
+            result = runner.run(args, model=trained)
+            tokens = result.ids()["tokens"]
+            if not tokens or tokens[-1] not in eos or note in result.stderr:
+                raise CheckFailed(f"EOS first: tokens {tokens}, stderr {result.stderr!r}")
+
+    attempt("--gen within the context, or EOS first: no such line", within_context)
+
+    def batch_context() -> None:
+        path = tmp / "context.jsonl"
+        requests = [{"id": "c", "ids": ids, "gen": room + 1}, {"id": "l", "ids": ids, "gen": 4}]
+        path.write_text("".join(json.dumps(r) + "\n" for r in requests), encoding="utf-8")
+        code, results, err = run_batch(runner, trained, path, ["--ignore-eos"])
+        stops = [(r["stop"], len(r["tokens"])) for r in results]
+        if code != 0 or err or stops != [("context", room), ("length", 4)]:
+            raise CheckFailed(f"exit {code}, stderr {err!r}, (stop, tokens) {stops}")
+
+    attempt('batch: a request past the context ends with stop "context"', batch_context)
+
+    return failures
+
+
 # --- main -----------------------------------------------------------------------------------------------
 
 
@@ -439,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=("convert", "greedy", "bad-input", "batch"))
+    parser.add_argument("mode", choices=("convert", "greedy", "bad-input", "batch", "limits"))
     parser.add_argument("--out", type=Path)
     parser.add_argument("--trained-out", type=Path)
     parser.add_argument("--runner")
@@ -464,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
                 failures = greedy(runner, args.trained_model)
             elif args.mode == "bad-input":
                 failures = bad_input(runner, args.trained_model, Path(tmp))
+            elif args.mode == "limits":
+                failures = limits(runner, args.trained_model, Path(tmp))
             else:
                 failures = batch(runner, args.trained_model, Path(tmp))
     except CheckFailed as err:

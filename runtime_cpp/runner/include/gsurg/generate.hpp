@@ -34,7 +34,8 @@ struct GenerateOptions {
 struct GenerateResult {
   std::vector<int> tokens;  // new tokens, an EOS included when reached
   int prompt_tokens = 0;
-  bool hit_context_limit = false;
+  bool hit_context_limit = false;  // generation ended because the context (max_positions) was full, short
+                                   // of max_new_tokens (not at EOS, not at the last forced id)
   double vision_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   int decode_steps = 0;  // decoder runs after the prefill
 };
