@@ -4,7 +4,7 @@
 # tokens equal the PyTorch reference's and the ncnn wheel's (the trained model's prompt ids, tokens and text
 # through --prompt); bad inputs exit 2 naming the culprit; and the core's batch mode (--batch) on the trained
 # model: results equal single runs, bad lines answered with their error, unreadable files refused; and the
-# stated limits (limits): --gen past the context said on stderr / stop "context".
+# stated limits (limits): --gen past the context said on stderr / stop "context", --prompt-file as --prompt.
 if(NOT GSURG_PYTHON)
   message(WARNING "qwen3_llm: no Python found (set GSURG_PYTHON): its parity tests are not registered")
 else()

@@ -20,11 +20,14 @@ the tokenizer's decoding. Without the tokenizer in the build, the trained prompt
 
 ``bad-input``: an image (``--image`` / ``--pixel-values``: a text-only family), ``--prompt`` on the tiny
 model (its model.json names no tokenizer), a model.json of version 2 or version 1, without tokens.eos,
-naming a missing tokenizer file, a tied model without its embed net, ``--threads 1024`` (alone and with
-``--batch``): each exit 2 with one ``gsurg_run: error:`` line naming the culprit.
+naming a missing tokenizer file, a tied model without its embed net, ``--threads 1024``, a ``--prompt-file``
+missing, a folder, not UTF-8, empty or blank or beside another prompt flag, one of 200 KB (read, then past
+the context): each exit 2 with one ``gsurg_run: error:`` line naming the culprit.
 
 ``limits``: on the trained model, ``--gen`` past the context stops there with one stderr line giving the
-numbers (none within it, none when EOS comes first); a batch request past it has ``stop`` ``"context"``.
+numbers (none within it, none when EOS comes first); a batch request past it has ``stop`` ``"context"``;
+``--prompt-file`` (a file, a byte order mark and ``\\r\\n``, stdin) gives the prompt ids and tokens of
+``--prompt``.
 
 ``batch``: the batch mode (``--batch``, runner/README.md) on the trained model: every result equals the
 single run of the same input (prompt or ids, a per-request ``gen``), in file order with the ids echoed,
@@ -197,6 +200,10 @@ def greedy(runner: Runner, trained: Path) -> list[str]:
 
 def bad_input(runner: Runner, trained: Path, tmp: Path) -> list[str]:
     (tmp / "x.pvlpix").write_bytes(b"PVLPIX01" + bytes(12))
+    (tmp / "latin1.txt").write_bytes("largest of 7 700 70? café\n".encode("latin-1"))
+    (tmp / "empty.txt").write_bytes(b"")
+    (tmp / "blank.txt").write_bytes(b"\xef\xbb\xbf  \r\n\n")
+    (tmp / "large.txt").write_text("a b " * 50_000, encoding="utf-8")  # 200 KB: past one argument's 128 KiB
     on_tiny = [
         BadCase("a text prompt without a tokenizer", ["--prompt", "hi"], "model.json names no tokenizer"),
         BadCase("--ids past the vocabulary", ["--ids", "300"], "token id 300 is outside the embedding table"),
@@ -249,6 +256,53 @@ def bad_input(runner: Runner, trained: Path, tmp: Path) -> list[str]:
             "--threads 1024 with --batch",
             ["--batch", "{tmp}/b.jsonl", "--threads", "1024"],
             '--threads: "1024" is not an integer in [1, 256]',
+        ),
+        # --prompt-file: a prompt past what one argument may hold; its problems name the file
+        BadCase(
+            "--prompt-file missing",
+            ["--prompt-file", "{tmp}/absent.txt"],
+            "{tmp}/absent.txt: no such file (--prompt-file)",
+        ),
+        BadCase(
+            "--prompt-file a folder",
+            ["--prompt-file", "{tmp}"],
+            "is a folder, not a regular file (--prompt-file)",
+        ),
+        BadCase(
+            "--prompt-file not UTF-8",
+            ["--prompt-file", "{tmp}/latin1.txt"],
+            "{tmp}/latin1.txt: not UTF-8 text (byte 24 is 0xE9) (--prompt-file)",
+        ),
+        BadCase(
+            "--prompt-file empty",
+            ["--prompt-file", "{tmp}/empty.txt"],
+            "{tmp}/empty.txt: the prompt is empty",
+        ),
+        BadCase(
+            "--prompt-file blank",
+            ["--prompt-file", "{tmp}/blank.txt"],
+            "{tmp}/blank.txt: the prompt is empty",
+        ),
+        BadCase(
+            "--prompt and --prompt-file",
+            ["--prompt", "hi", "--prompt-file", "{tmp}/large.txt"],
+            "give exactly one of --prompt TEXT, --prompt-file FILE and --ids 1,2,3",
+        ),
+        BadCase(
+            "--prompt-file and --ids",
+            ["--ids", "5", "--prompt-file", "{tmp}/large.txt"],
+            "give exactly one of --prompt TEXT, --prompt-file FILE and --ids 1,2,3",
+        ),
+        BadCase(
+            "--batch with --prompt-file",
+            ["--batch", "{tmp}/b.jsonl", "--prompt-file", "{tmp}/large.txt"],
+            "--prompt-file cannot go with --batch",
+        ),
+        # read whole: 200 KB of text gets in, and is then refused by the context as --prompt would be
+        BadCase(
+            "--prompt-file of 200 KB",
+            ["--prompt-file", "{tmp}/large.txt"],
+            "tokens; the model's context is 256 positions",
         ),
     ]
     failures = run_cases(runner, on_tiny, tmp)
@@ -440,7 +494,8 @@ def batch(runner: Runner, trained: Path, tmp: Path) -> list[str]:
 
 def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
     """Issue 40 item 5's runs that succeed: --gen past the context says so (single run: one stderr line;
-    batch: stop "context")."""
+    batch: stop "context"), and --prompt-file (a file, stdin, a byte order mark and \\r\\n) gives what
+    --prompt gives."""
     failures: list[str] = []
 
     def attempt(label: str, check: Any) -> None:
@@ -504,6 +559,32 @@ def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
 
     attempt('batch: a request past the context ends with stop "context"', batch_context)
 
+    if not runner.tokenizer:
+        print("skip --prompt-file: no tokenizer in this build")
+        return failures
+    text = "largest of 7 700 70? Réponds 🙂"
+    plain = ["--gen", "4", "--print-ids", "--threads", "1"]
+    want = runner.run(["--prompt", text, *plain], model=trained).ids()
+    files = {"a file": text + "\n", "a byte order mark and \\r\\n": "\ufeff" + text + "\r\n"}
+    for label, content in files.items():
+
+        def from_file(label: str = label, content: str = content) -> None:
+            path = tmp / "prompt.txt"
+            path.write_bytes(content.encode("utf-8"))
+            got = runner.run(["--prompt-file", str(path), *plain], model=trained).ids()
+            if got != want:
+                raise CheckFailed(f"{got} vs --prompt's {want}")
+
+        attempt(f"--prompt-file, {label}: what --prompt gives", from_file)
+
+    def from_stdin() -> None:
+        command = [*runner.wrapper, runner.program, "--model", str(trained), "--prompt-file", "-", *plain]
+        proc = subprocess.run(command, input=text.encode(), capture_output=True, timeout=300, check=False)
+        lines = proc.stdout.decode("utf-8").splitlines()
+        if proc.returncode != 0 or not lines or json.loads(lines[-1]) != want:
+            raise CheckFailed(f"exit {proc.returncode}, stdout {proc.stdout!r}, stderr {proc.stderr!r}")
+
+    attempt("--prompt-file - (stdin): what --prompt gives", from_stdin)
     return failures
 
 
