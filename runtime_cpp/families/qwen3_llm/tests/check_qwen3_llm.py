@@ -22,7 +22,8 @@ the tokenizer's decoding. Without the tokenizer in the build, the trained prompt
 model (its model.json names no tokenizer), a model.json of version 2 or version 1, without tokens.eos,
 naming a missing tokenizer file, a tied model without its embed net, ``--threads 1024``, a ``--prompt-file``
 missing, a folder, not UTF-8, empty or blank or beside another prompt flag, one of 200 KB (read, then past
-the context): each exit 2 with one ``gsurg_run: error:`` line naming the culprit.
+the context) and, on Linux, a prompt whose prefill the memory estimate refuses: each exit 2 with one
+``gsurg_run: error:`` line naming the culprit.
 
 ``limits``: on the trained model, ``--gen`` past the context stops there with one stderr line giving the
 numbers (none within it, none when EOS comes first); a batch request past it has ``stop`` ``"context"``;
@@ -198,12 +199,18 @@ def greedy(runner: Runner, trained: Path) -> list[str]:
 # --- bad input ------------------------------------------------------------------------------------------
 
 
+#: a prompt of this many words is at least as many tokens: its prefill's attention alone (4 bytes x L^2 x the
+#: heads) needs terabytes, more than any test machine has available
+HUGE_PROMPT_WORDS = 600_000
+
+
 def bad_input(runner: Runner, trained: Path, tmp: Path) -> list[str]:
     (tmp / "x.pvlpix").write_bytes(b"PVLPIX01" + bytes(12))
     (tmp / "latin1.txt").write_bytes("largest of 7 700 70? café\n".encode("latin-1"))
     (tmp / "empty.txt").write_bytes(b"")
     (tmp / "blank.txt").write_bytes(b"\xef\xbb\xbf  \r\n\n")
     (tmp / "large.txt").write_text("a b " * 50_000, encoding="utf-8")  # 200 KB: past one argument's 128 KiB
+    (tmp / "huge.txt").write_text(" a" * HUGE_PROMPT_WORDS, encoding="utf-8")
     on_tiny = [
         BadCase("a text prompt without a tokenizer", ["--prompt", "hi"], "model.json names no tokenizer"),
         BadCase("--ids past the vocabulary", ["--ids", "300"], "token id 300 is outside the embedding table"),
@@ -305,6 +312,17 @@ def bad_input(runner: Runner, trained: Path, tmp: Path) -> list[str]:
             "tokens; the model's context is 256 positions",
         ),
     ]
+    # a prompt whose prefill cannot fit in memory is refused before the allocation, with the numbers: on a
+    # model.json whose context would take it (the check reads /proc/meminfo: Linux only, not under wine)
+    if not runner.wrapper:
+        on_trained.append(
+            BadCase(
+                f"a prompt of {HUGE_PROMPT_WORDS} words, more than memory",
+                ["--prompt-file", "{tmp}/huge.txt", "--threads", "1"],
+                "tokens: its prefill would need about ",
+                damage=_set(10**9, "max_positions"),
+            )
+        )
     failures = run_cases(runner, on_tiny, tmp)
     failures += run_cases(
         Runner(runner.program, trained, runner.wrapper, runner.tokenizer, runner.preprocess), on_trained, tmp
