@@ -390,6 +390,7 @@ def run_cases(runner: Runner, bad: Sequence[BadCase], tmp: Path, image: Path | N
             (flag, what)
             for flag, what, has in (
                 ("--prompt", "tokenizer", runner.tokenizer),
+                ("--prompt-file", "tokenizer", runner.tokenizer),
                 ("--image", "preprocessing", runner.preprocess),
             )
             if flag in case.args and not has

@@ -1,11 +1,18 @@
 // Strict parsing of the program's flags (see cli.hpp).
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "gsurg/cli.hpp"
 #include "gsurg/error.hpp"
 #include "gsurg/family_registry.hpp"
+#include "gsurg/files.hpp"
+
+#ifdef _WIN32
+#include <fcntl.h>
+#include <io.h>
+#endif
 
 namespace gsurg {
 
@@ -43,7 +50,91 @@ std::vector<int> parse_ids(const std::string& flag, const std::string& text) {
   return ids;
 }
 
+// The offset of the first byte of text that does not belong to well-formed UTF-8 (no overlong forms, no
+// surrogates, nothing past U+10FFFF), or npos when it is all UTF-8.
+size_t first_bad_utf8(const std::string& text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned c = s[i];
+    size_t len = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (c < 0x80) {
+      len = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {  // E0: no overlong form; ED: no surrogate
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {  // F0: no overlong form; F4: nothing past U+10FFFF
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (len > n - i) return i;
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned b = s[i + k];
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return i;
+    }
+    i += len;
+  }
+  return std::string::npos;
+}
+
+// Standard input's bytes, at most max_bytes of them.
+std::string read_stdin(uint64_t max_bytes) {
+#ifdef _WIN32
+  _setmode(_fileno(stdin), _O_BINARY);  // the bytes as sent: no \r\n folding, no end at ^Z
+#endif
+  std::string text;
+  char buffer[1 << 16];
+  size_t got = 0;
+  while ((got = std::fread(buffer, 1, sizeof buffer, stdin)) > 0) {
+    if (text.size() + got > max_bytes)
+      throw Error("stdin: more than " + std::to_string(max_bytes >> 20) + " MiB (--prompt-file -)");
+    text.append(buffer, got);
+  }
+  if (std::ferror(stdin)) throw Error("stdin: read error (--prompt-file -)");
+  return text;
+}
+
 }  // namespace
+
+std::string read_prompt_file(const std::string& path) {
+  const std::string name = path == "-" ? std::string("stdin") : path;
+  std::string text;
+  if (path == "-") {
+    text = read_stdin(kMaxWholeFile);
+  } else {
+    const std::string problem = file_problem(path);  // missing, a folder, a FIFO: said the same on every OS
+    if (!problem.empty()) throw Error(path + ": " + problem + " (--prompt-file)");
+    try {
+      text = read_file(path);  // its errors name the path: too large, unreadable
+    } catch (const Error& err) {
+      throw Error(std::string(err.what()) + " (--prompt-file)");
+    }
+  }
+  const size_t bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  text.erase(0, bom);
+  const size_t bad = first_bad_utf8(text);
+  if (bad != std::string::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[bad])));
+    throw Error(name + ": not UTF-8 text (byte " + std::to_string(bom + bad) + " is " + byte
+        + ") (--prompt-file)");
+  }
+  if (!text.empty() && text.back() == '\n') {
+    text.pop_back();
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+  }
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw Error(name + ": the prompt is empty (--prompt-file)");
+  return text;
+}
 
 std::string usage() {
   const std::string name = program_name();
@@ -58,7 +149,8 @@ std::string usage() {
     if (stem == f.name) rules = stem;
     listed += std::string(listed.empty() ? "" : ", ") + f.name;
   }
-  return "usage: " + name + " --model DIR [--image IMG]... (--prompt TEXT | --ids 1,2,3) [--gen N]\n"
+  return "usage: " + name + " --model DIR [--image IMG]... (--prompt TEXT | --prompt-file FILE | --ids 1,2,3)"
+         " [--gen N]\n"
          "       " + name + " --model DIR --batch FILE [--gen N] [--print-ids] ...\n"
          "       " + pad + " [--threads N] [--precision fp32|fp16|auto] [--temperature T] [--top-k K]\n"
          "       " + pad + " [--top-p P] [--int4-activations fp32|int8]\n"
@@ -67,10 +159,14 @@ std::string usage() {
          (rules == "FAMILY" ? "\n                         (FAMILY: " + listed + ")" : std::string()) + "\n"
          "  --image IMG            a PNG or JPEG image (repeatable; placed before the text)\n"
          "  --prompt TEXT          the user message (UTF-8); without --image the model answers text-only\n"
-         "  --gen N                at most N new tokens (default 256); stops earlier at EOS\n"
+         "  --prompt-file FILE     the user message read from a UTF-8 file (\"-\": stdin), for prompts too\n"
+         "                         long for one argument; one final line end is dropped\n"
+         "  --gen N                at most N new tokens (default 256); stops earlier at EOS or when the\n"
+         "                         model's context (model.json max_positions) is full, saying so on stderr\n"
          "  --batch FILE           answer every request of a JSON Lines file (\"-\": stdin), one JSON line\n"
          "                         out per request line, with the model loaded once (runner/README.md)\n"
-         "  --threads N            CPU threads (default: physical big cores)\n"
+         "  --threads N            CPU threads, 1 to " + std::to_string(kMaxThreads)
+         + " (default: physical big cores)\n"
          "  --precision P          fp32 (default: exact), fp16 (fp16 storage, packing and arithmetic\n"
          "                         where the CPU has them, except in calibrated layers) or auto (ncnn's\n"
          "                         defaults); int8/int4 weights run their int kernels under all three\n"
@@ -125,6 +221,9 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
     } else if (flag == "--prompt") {
       a.prompt = value();
       a.has_prompt = true;
+    } else if (flag == "--prompt-file") {
+      a.prompt_file = value();
+      a.has_prompt_file = true;
     } else if (flag == "--ids") {
       a.ids = parse_ids(flag, value());
       a.has_ids = true;
@@ -137,7 +236,7 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
       a.batch = value();
       a.has_batch = true;
     } else if (flag == "--threads") {
-      a.threads = static_cast<int>(parse_integer(flag, value(), 1, 1024));
+      a.threads = static_cast<int>(parse_integer(flag, value(), 1, kMaxThreads));
     } else if (flag == "--int4-activations") {
       const std::string& v = value();
       if (v == "fp32") a.int4_activations_int8 = false;
@@ -180,14 +279,17 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
   if (a.model.empty()) throw Error("--model DIR is required");
   if (a.has_batch) {
     if (a.batch.empty()) throw Error("--batch: the file name is empty");
-    const char* single = a.has_prompt ? "--prompt" : a.has_ids ? "--ids" : !a.images.empty() ? "--image"
+    const char* single = a.has_prompt ? "--prompt" : a.has_prompt_file ? "--prompt-file" : a.has_ids ? "--ids"
+                         : !a.images.empty() ? "--image"
                          : !a.pixel_files.empty() ? "--pixel-values" : !a.force_ids.empty() ? "--force-ids"
                          : nullptr;
     if (single != nullptr)
       throw Error(std::string(single) + " cannot go with --batch (each request line gives its own input)");
     return a;
   }
-  if (a.has_prompt == a.has_ids) throw Error("give exactly one of --prompt TEXT and --ids 1,2,3");
+  if (int(a.has_prompt) + int(a.has_prompt_file) + int(a.has_ids) != 1)
+    throw Error("give exactly one of --prompt TEXT, --prompt-file FILE and --ids 1,2,3");
+  if (a.has_prompt_file && a.prompt_file.empty()) throw Error("--prompt-file: the file name is empty");
   if (!a.images.empty()
       && !a.pixel_files.empty()) throw Error("give images with --image or --pixel-values, not both");
   return a;

@@ -206,6 +206,9 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
   const int threads = thread_count(args);
   if (args.has_prompt && args.prompt.find_first_not_of(" \t\r\n") == std::string::npos)
     throw Error("the prompt is empty");
+  // --prompt-file is read, and refused, before anything loads; the text then goes where --prompt's would
+  const std::string prompt = args.has_prompt_file ? read_prompt_file(args.prompt_file) : args.prompt;
+  const char* const text_flag = args.has_prompt_file ? "--prompt-file" : "--prompt";
   if (args.has_ids && args.ids.empty()) throw Error("--ids is empty");
   huge_pages::set_enabled(args.huge_pages);
   Runtime runtime(args.model, threads, !args.no_mmap, args.precision, args.int4_activations_int8);
@@ -223,7 +226,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
   const double preprocess_seconds = now_seconds() - t0;
 
   const std::vector<int> ids =
-      args.has_ids ? args.ids : text_prompt_ids(runtime, tokenizer, args.prompt, images, "--prompt", "--ids");
+      args.has_ids ? args.ids : text_prompt_ids(runtime, tokenizer, prompt, images, text_flag, "--ids");
 
   GenerateOptions options;
   options.max_new_tokens = args.gen;
@@ -252,11 +255,15 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
 #endif
   std::fputc('\n', out);
   if (args.print_ids) {
-    const std::string prompt = ids_json(ids), json = ids_json(result.tokens);
+    const std::string prompt_json = ids_json(ids), json = ids_json(result.tokens);
     std::fprintf(out, "{\"prompt_tokens\": %d, \"prompt_ids\": %s, \"tokens\": %s}\n", result.prompt_tokens,
-                 prompt.c_str(), json.c_str());
+                 prompt_json.c_str(), json.c_str());
   }
   std::fflush(out);
+  if (result.hit_context_limit)  // fewer tokens than --gen asked for, and not because of EOS: say why
+    std::fprintf(log, "%s: generation stopped at the context limit: %d prompt + %d new tokens = %lld positions "
+                 "(max_positions / model_max_length), short of --gen %d\n", program_name(), result.prompt_tokens,
+                 static_cast<int>(result.tokens.size()), static_cast<long long>(cfg.max_positions), args.gen);
   if (args.verbose) {
     const int n = static_cast<int>(result.tokens.size());
     const double prefill_s = result.prefill_seconds, decode_s = result.decode_seconds;

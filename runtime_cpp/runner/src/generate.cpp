@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 
 #include "gsurg/error.hpp"
 #include "gsurg/net_checks.hpp"
@@ -12,6 +14,43 @@ namespace gsurg {
 namespace {
 const int kMaxReservedNewTokens = 8192;  // a huge --gen must not reserve a huge cache up front
 }  // namespace
+
+double prefill_bytes_estimate(const ModelConfig& cfg, int64_t length) {
+  const double heads = std::max(1, cfg.hidden_size / std::max(1, cfg.decoder.rope_head_dim));
+  const double l = static_cast<double>(length);
+  return 4.0 * l * l * (heads + 1) + 4.0 * l * cfg.hidden_size * (2.0 * cfg.num_layers + 4);
+}
+
+uint64_t available_memory_bytes() {
+#ifdef __linux__
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f) != nullptr)
+    found = std::strncmp(line, "MemAvailable:", 13) == 0 && std::sscanf(line + 13, "%llu", &kib) == 1;
+  std::fclose(f);
+  return found ? static_cast<uint64_t>(kib) * 1024 : 0;
+#else
+  return 0;
+#endif
+}
+
+void check_prefill_memory(const ModelConfig& cfg, int64_t length) {
+  const uint64_t available = available_memory_bytes();
+  if (available == 0) return;  // unknown: not Linux, or a kernel without MemAvailable
+  const double need = prefill_bytes_estimate(cfg, length);
+  if (need <= static_cast<double>(available)) return;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "the prompt has %lld tokens: its prefill would need about %.1f GiB (attention grows with the "
+                "square of the prompt length), more than the %.1f GiB of memory available (MemAvailable, "
+                "/proc/meminfo)",
+                static_cast<long long>(length), need / gib, static_cast<double>(available) / gib);
+  throw Error(text);
+}
 
 double now_seconds() {
   using clock = std::chrono::steady_clock;
@@ -52,6 +91,7 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
     throw Error("the prompt has " + std::to_string(length) + " tokens; the model's context is " +
                 std::to_string(cfg_.max_positions) + " positions (max_positions / model_max_length)");
   family_->check_prompt(prompt_ids, images);
+  check_prefill_memory(cfg_, length);  // before the prompt's rows, mask and attention are allocated
   if (options.max_new_tokens < 1) throw Error("--gen must be at least 1");
   embeddings_->check_ids(options.forced, -1, "--force-ids: ");
 
@@ -67,10 +107,8 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
   const std::unique_ptr<Positions> positions = family_->positions(cfg_, prompt_ids, images);
 
   int budget = options.max_new_tokens;
-  if (cfg_.max_positions > 0 && length + budget > cfg_.max_positions) {
-    budget = static_cast<int>(cfg_.max_positions - length);
-    result.hit_context_limit = true;
-  }
+  const bool context_bound = cfg_.max_positions > 0 && length + budget > cfg_.max_positions;
+  if (context_bound) budget = static_cast<int>(cfg_.max_positions - length);
   Sampler sampler(options.sampling);
   std::vector<int> history(prompt_ids);
   // The cache is reserved once for the prompt and the budget (grown by SDPA beyond a capped hint).
@@ -90,8 +128,11 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
     result.tokens.push_back(token);
     on_token(token);
     if ((!options.ignore_eos && !forcing && cfg_.is_eos(token))
-        || static_cast<int>(result.tokens.size()) >= budget
         || (forcing && result.tokens.size() >= options.forced.size())) break;
+    if (static_cast<int>(result.tokens.size()) >= budget) {
+      result.hit_context_limit = context_bound;  // the context, not --gen, ended it
+      break;
+    }
     const int fed = forcing ? options.forced[picked] : token;
     history.push_back(fed);
     std::vector<float> row = embeddings_->rows({fed});

@@ -4,8 +4,8 @@ qwen3_llm_model.py``, the checkpoint model.json's ``verifier.checkpoint`` names)
 running the same nets (``graphsurgeon/verify/llm_chain.py``):
 
     check_qwen3_llm.py convert --out DIR --trained-out DIR
-    check_qwen3_llm.py greedy|bad-input|batch --runner EXE --model DIR --trained-model DIR [--wrapper CMD]
-                       [--with-tokenizer] [--with-preprocess]
+    check_qwen3_llm.py greedy|bad-input|batch|limits --runner EXE --model DIR --trained-model DIR
+                       [--wrapper CMD] [--with-tokenizer] [--with-preprocess]
 
 ``convert`` converts the embedded tiny checkpoint (random weights, no tokenizer) into ``--out`` and the
 trained fixture (``graphsurgeon/models/qwen3_llm/trained``, which answers evaluation.text_tasks' questions)
@@ -20,8 +20,15 @@ the tokenizer's decoding. Without the tokenizer in the build, the trained prompt
 
 ``bad-input``: an image (``--image`` / ``--pixel-values``: a text-only family), ``--prompt`` on the tiny
 model (its model.json names no tokenizer), a model.json of version 2 or version 1, without tokens.eos,
-naming a missing tokenizer file, a tied model without its embed net: each exit 2 with one
+naming a missing tokenizer file, a tied model without its embed net, ``--threads 1024``, a ``--prompt-file``
+missing, a folder, not UTF-8, empty or blank or beside another prompt flag, one of 200 KB (read, then past
+the context) and, on Linux, a prompt whose prefill the memory estimate refuses: each exit 2 with one
 ``gsurg_run: error:`` line naming the culprit.
+
+``limits``: on the trained model, ``--gen`` past the context stops there with one stderr line giving the
+numbers (none within it, none when EOS comes first); a batch request past it has ``stop`` ``"context"``;
+``--prompt-file`` (a file, a byte order mark and ``\\r\\n``, stdin) gives the prompt ids and tokens of
+``--prompt``.
 
 ``batch``: the batch mode (``--batch``, runner/README.md) on the trained model: every result equals the
 single run of the same input (prompt or ids, a per-request ``gen``), in file order with the ids echoed,
@@ -192,8 +199,18 @@ def greedy(runner: Runner, trained: Path) -> list[str]:
 # --- bad input ------------------------------------------------------------------------------------------
 
 
+#: a prompt of this many words is at least as many tokens: its prefill's attention alone (4 bytes x L^2 x the
+#: heads) needs terabytes, more than any test machine has available
+HUGE_PROMPT_WORDS = 600_000
+
+
 def bad_input(runner: Runner, trained: Path, tmp: Path) -> list[str]:
     (tmp / "x.pvlpix").write_bytes(b"PVLPIX01" + bytes(12))
+    (tmp / "latin1.txt").write_bytes("largest of 7 700 70? café\n".encode("latin-1"))
+    (tmp / "empty.txt").write_bytes(b"")
+    (tmp / "blank.txt").write_bytes(b"\xef\xbb\xbf  \r\n\n")
+    (tmp / "large.txt").write_text("a b " * 50_000, encoding="utf-8")  # 200 KB: past one argument's 128 KiB
+    (tmp / "huge.txt").write_text(" a" * HUGE_PROMPT_WORDS, encoding="utf-8")
     on_tiny = [
         BadCase("a text prompt without a tokenizer", ["--prompt", "hi"], "model.json names no tokenizer"),
         BadCase("--ids past the vocabulary", ["--ids", "300"], "token id 300 is outside the embedding table"),
@@ -236,7 +253,76 @@ def bad_input(runner: Runner, trained: Path, tmp: Path) -> list[str]:
         BadCase(
             "--batch of a folder", ["--batch", "{tmp}"], "is a folder, not a regular file (the --batch file)"
         ),
+        # issue 40 item 5: an absurd thread count was libgomp's abort (exit 1, no message) or a hang
+        BadCase(
+            "--threads 1024",
+            ["--ids", "5", "--threads", "1024"],
+            '--threads: "1024" is not an integer in [1, 256]',
+        ),
+        BadCase(
+            "--threads 1024 with --batch",
+            ["--batch", "{tmp}/b.jsonl", "--threads", "1024"],
+            '--threads: "1024" is not an integer in [1, 256]',
+        ),
+        # --prompt-file: a prompt past what one argument may hold; its problems name the file
+        BadCase(
+            "--prompt-file missing",
+            ["--prompt-file", "{tmp}/absent.txt"],
+            "{tmp}/absent.txt: no such file (--prompt-file)",
+        ),
+        BadCase(
+            "--prompt-file a folder",
+            ["--prompt-file", "{tmp}"],
+            "is a folder, not a regular file (--prompt-file)",
+        ),
+        BadCase(
+            "--prompt-file not UTF-8",
+            ["--prompt-file", "{tmp}/latin1.txt"],
+            "{tmp}/latin1.txt: not UTF-8 text (byte 24 is 0xE9) (--prompt-file)",
+        ),
+        BadCase(
+            "--prompt-file empty",
+            ["--prompt-file", "{tmp}/empty.txt"],
+            "{tmp}/empty.txt: the prompt is empty",
+        ),
+        BadCase(
+            "--prompt-file blank",
+            ["--prompt-file", "{tmp}/blank.txt"],
+            "{tmp}/blank.txt: the prompt is empty",
+        ),
+        BadCase(
+            "--prompt and --prompt-file",
+            ["--prompt", "hi", "--prompt-file", "{tmp}/large.txt"],
+            "give exactly one of --prompt TEXT, --prompt-file FILE and --ids 1,2,3",
+        ),
+        BadCase(
+            "--prompt-file and --ids",
+            ["--ids", "5", "--prompt-file", "{tmp}/large.txt"],
+            "give exactly one of --prompt TEXT, --prompt-file FILE and --ids 1,2,3",
+        ),
+        BadCase(
+            "--batch with --prompt-file",
+            ["--batch", "{tmp}/b.jsonl", "--prompt-file", "{tmp}/large.txt"],
+            "--prompt-file cannot go with --batch",
+        ),
+        # read whole: 200 KB of text gets in, and is then refused by the context as --prompt would be
+        BadCase(
+            "--prompt-file of 200 KB",
+            ["--prompt-file", "{tmp}/large.txt"],
+            "tokens; the model's context is 256 positions",
+        ),
     ]
+    # a prompt whose prefill cannot fit in memory is refused before the allocation, with the numbers: on a
+    # model.json whose context would take it (the check reads /proc/meminfo: Linux only, not under wine)
+    if not runner.wrapper:
+        on_trained.append(
+            BadCase(
+                f"a prompt of {HUGE_PROMPT_WORDS} words, more than memory",
+                ["--prompt-file", "{tmp}/huge.txt", "--threads", "1"],
+                "tokens: its prefill would need about ",
+                damage=_set(10**9, "max_positions"),
+            )
+        )
     failures = run_cases(runner, on_tiny, tmp)
     failures += run_cases(
         Runner(runner.program, trained, runner.wrapper, runner.tokenizer, runner.preprocess), on_trained, tmp
@@ -421,6 +507,105 @@ def batch(runner: Runner, trained: Path, tmp: Path) -> list[str]:
     return failures
 
 
+# --- limits -------------------------------------------------------------------------------------------
+
+
+def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
+    """Issue 40 item 5's runs that succeed: --gen past the context says so (single run: one stderr line;
+    batch: stop "context"), and --prompt-file (a file, stdin, a byte order mark and \\r\\n) gives what
+    --prompt gives."""
+    failures: list[str] = []
+
+    def attempt(label: str, check: Any) -> None:
+        try:
+            check()
+            print(f"ok   {label}", flush=True)
+        except CheckFailed as err:
+            print(f"FAIL {label}: {err}", flush=True)
+            failures.append(label)
+
+    doc = read_model_json(trained, ("qwen3_llm",))
+    context, eos = doc["max_positions"], doc["tokens"]["eos"]
+    eos = eos if isinstance(eos, list) else [eos]
+    ids = [5, 6, 7]
+    room = context - len(ids)  # the most new tokens the context leaves
+    common = ["--ids", _ids_arg(ids), "--print-ids", "--ignore-eos", "--threads", "1"]
+    note = f"{Path(runner.program).stem}: generation stopped at the context limit: "
+
+    def past_context() -> None:
+        result = runner.run([*common, "--gen", str(room + 1)], model=trained)
+        tokens = result.ids()["tokens"]
+        want = (
+            f"{note}{len(ids)} prompt + {room} new tokens = {context} positions (max_positions / "
+            f"model_max_length), short of --gen {room + 1}"
+        )
+        if len(tokens) != room or result.stderr.strip() != want:
+            raise CheckFailed(f"{len(tokens)} tokens (expected {room}), stderr {result.stderr!r}")
+
+    attempt(f"--gen past the context: {room} tokens and one stderr line saying so", past_context)
+
+    def within_context() -> None:
+        for gen in (room, 4):
+            result = runner.run([*common, "--gen", str(gen)], model=trained)
+            if len(result.ids()["tokens"]) != gen or note in result.stderr:
+                raise CheckFailed(f"--gen {gen}: stderr {result.stderr!r}")
+        if runner.tokenizer:  # EOS before the context is full: no such line either
+            args = [
+                "--prompt",
+                "largest of 7 700 70?",
+                "--print-ids",
+                "--threads",
+                "1",
+                "--gen",
+                str(room + 1),
+            ]
+            result = runner.run(args, model=trained)
+            tokens = result.ids()["tokens"]
+            if not tokens or tokens[-1] not in eos or note in result.stderr:
+                raise CheckFailed(f"EOS first: tokens {tokens}, stderr {result.stderr!r}")
+
+    attempt("--gen within the context, or EOS first: no such line", within_context)
+
+    def batch_context() -> None:
+        path = tmp / "context.jsonl"
+        requests = [{"id": "c", "ids": ids, "gen": room + 1}, {"id": "l", "ids": ids, "gen": 4}]
+        path.write_text("".join(json.dumps(r) + "\n" for r in requests), encoding="utf-8")
+        code, results, err = run_batch(runner, trained, path, ["--ignore-eos"])
+        stops = [(r["stop"], len(r["tokens"])) for r in results]
+        if code != 0 or err or stops != [("context", room), ("length", 4)]:
+            raise CheckFailed(f"exit {code}, stderr {err!r}, (stop, tokens) {stops}")
+
+    attempt('batch: a request past the context ends with stop "context"', batch_context)
+
+    if not runner.tokenizer:
+        print("skip --prompt-file: no tokenizer in this build")
+        return failures
+    text = "largest of 7 700 70? Réponds 🙂"
+    plain = ["--gen", "4", "--print-ids", "--threads", "1"]
+    want = runner.run(["--prompt", text, *plain], model=trained).ids()
+    files = {"a file": text + "\n", "a byte order mark and \\r\\n": "\ufeff" + text + "\r\n"}
+    for label, content in files.items():
+
+        def from_file(label: str = label, content: str = content) -> None:
+            path = tmp / "prompt.txt"
+            path.write_bytes(content.encode("utf-8"))
+            got = runner.run(["--prompt-file", str(path), *plain], model=trained).ids()
+            if got != want:
+                raise CheckFailed(f"{got} vs --prompt's {want}")
+
+        attempt(f"--prompt-file, {label}: what --prompt gives", from_file)
+
+    def from_stdin() -> None:
+        command = [*runner.wrapper, runner.program, "--model", str(trained), "--prompt-file", "-", *plain]
+        proc = subprocess.run(command, input=text.encode(), capture_output=True, timeout=300, check=False)
+        lines = proc.stdout.decode("utf-8").splitlines()
+        if proc.returncode != 0 or not lines or json.loads(lines[-1]) != want:
+            raise CheckFailed(f"exit {proc.returncode}, stdout {proc.stdout!r}, stderr {proc.stderr!r}")
+
+    attempt("--prompt-file - (stdin): what --prompt gives", from_stdin)
+    return failures
+
+
 # --- main -----------------------------------------------------------------------------------------------
 
 
@@ -428,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=("convert", "greedy", "bad-input", "batch"))
+    parser.add_argument("mode", choices=("convert", "greedy", "bad-input", "batch", "limits"))
     parser.add_argument("--out", type=Path)
     parser.add_argument("--trained-out", type=Path)
     parser.add_argument("--runner")
@@ -453,6 +638,8 @@ def main(argv: list[str] | None = None) -> int:
                 failures = greedy(runner, args.trained_model)
             elif args.mode == "bad-input":
                 failures = bad_input(runner, args.trained_model, Path(tmp))
+            elif args.mode == "limits":
+                failures = limits(runner, args.trained_model, Path(tmp))
             else:
                 failures = batch(runner, args.trained_model, Path(tmp))
     except CheckFailed as err:

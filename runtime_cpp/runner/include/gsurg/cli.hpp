@@ -19,16 +19,22 @@
 
 namespace gsurg {
 
+// The most threads --threads takes: far past any CPU the runtime meets, and below what makes the OpenMP
+// runtime give up (--threads 1024 ended in libgomp's abort with no message, or hung).
+constexpr int kMaxThreads = 256;
+
 struct CliArgs {
   std::string model;
   std::string prompt;
   bool has_prompt = false;
+  std::string prompt_file;  // --prompt-file FILE ("-": stdin): the prompt's text, read by run()
+  bool has_prompt_file = false;
   std::vector<int> ids;
   bool has_ids = false;
   std::vector<std::string> images;
   std::vector<std::string> pixel_files;
   int gen = 256;
-  int threads = 0;  // 0: ncnn's count of physical big cores
+  int threads = 0;  // 0: ncnn's count of physical big cores; else 1 to kMaxThreads
   Precision precision = Precision::kFp32;
   bool int4_activations_int8 = false;  // --int4-activations int8 (NetFiles::quantize_int4_input)
   SamplingOptions sampling;
@@ -45,6 +51,10 @@ struct CliArgs {
 };
 
 CliArgs parse_args(const std::vector<std::string>& argv);  // argv[0] is the program
+// --prompt-file's text: the file's bytes (stdin's for "-"), a UTF-8 byte order mark and one final line end
+// ("\n" or "\r\n") dropped. Throws gsurg::Error naming the file when it cannot be read, is not UTF-8 or
+// holds no prompt (nothing but white space).
+std::string read_prompt_file(const std::string& path);
 std::string usage();  // with program_name()
 // Runs one generation (or, with --batch, run_batch); returns the process exit code. Throws gsurg::Error on
 // bad input.

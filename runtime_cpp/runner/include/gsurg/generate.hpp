@@ -8,6 +8,7 @@
 // text-only prompt never reads them.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,7 +35,8 @@ struct GenerateOptions {
 struct GenerateResult {
   std::vector<int> tokens;  // new tokens, an EOS included when reached
   int prompt_tokens = 0;
-  bool hit_context_limit = false;
+  bool hit_context_limit = false;  // generation ended because the context (max_positions) was full, short
+                                   // of max_new_tokens (not at EOS, not at the last forced id)
   double vision_seconds = 0, prefill_seconds = 0, decode_seconds = 0;
   int decode_steps = 0;  // decoder runs after the prefill
 };
@@ -67,6 +69,17 @@ class Runtime {
   std::unique_ptr<Embeddings> embeddings_;
   std::unique_ptr<Decoder> decoder_;
 };
+
+// The bytes a prefill of `length` prompt tokens is estimated to need beyond the loaded weights (runner/README.md,
+// the limits): 4·L²·(H + 1) for one layer's attention scores over H query heads (H = hidden_size /
+// decoder.rope.head_dim, at least 1) and the causal mask, plus 4·L·hidden_size·(2·num_layers + 4) for the
+// KV cache and the layer's activations. A double: it cannot overflow.
+double prefill_bytes_estimate(const ModelConfig& cfg, int64_t length);
+// MemAvailable of /proc/meminfo in bytes on Linux; 0 when unknown (another OS, no such line).
+uint64_t available_memory_bytes();
+// Throws gsurg::Error (the prompt length, the estimate, the limit) when the estimate exceeds
+// available_memory_bytes(); checks nothing when that is unknown.
+void check_prefill_memory(const ModelConfig& cfg, int64_t length);
 
 // Seconds on a monotonic clock (for stage times).
 double now_seconds();
