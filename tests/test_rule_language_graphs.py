@@ -26,12 +26,12 @@ from tests.rule_language_harness import CHAIN, err_line, write
 def test_paths_in_a_rule_file_are_relative_to_it_and_set_values_to_the_cwd(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write(tmp_path / "models", "m.param", CHAIN)
+    write(tmp_path / "rules" / "models", "m.param", CHAIN)
     rules = write(
         tmp_path / "rules",
         "r.yaml",
-        "version: 1\nname: t\nvars:\n  model: {path: ../models/m.param}\n"
-        "inputs:\n  m: {param: '${model}'}\n  n: {param: ../models/m.param}\n"
+        "version: 1\nname: t\nvars:\n  model: {path: models/m.param}\n"
+        "inputs:\n  m: {param: '${model}'}\n  n: {param: ./sub/../models/m.param}\n"
         "graphs:\n  g: {input: m}\n  h: {input: n, output: {param: h.param}}\n",
     )
     elsewhere = tmp_path / "cwd"

@@ -24,12 +24,12 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _run(tmp_path: Path, rules: str, out: str = "out") -> int:
+def _run(tmp_path: Path, rules: str, out: str = "out", *flags: str) -> int:
     src = tmp_path / "src"
     model = write(src, "m.param", CHAIN)
     write(src, "t.j2", "{{ rule_set }}\n")
     path = write(src, "r.yaml", rules)
-    return main(["apply", str(path), str(model), "--out", str(tmp_path / out)])
+    return main(["apply", str(path), str(model), "--out", str(tmp_path / out), *flags])
 
 
 @pytest.mark.parametrize(
@@ -127,14 +127,16 @@ def test_the_default_output_names_never_replace_the_model(
 def test_a_copy_source_must_be_a_regular_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str
 ) -> None:
-    """/dev/zero wrote a 3.6 GB staging file; a FIFO hung."""
+    """/dev/zero wrote a 3.6 GB staging file; a FIFO hung. (/dev/zero lies outside what a rule file may read:
+    trusted, the copy is still refused for what it is.)"""
+    (tmp_path / "src").mkdir()
     if source == "fifo":
-        os.mkfifo(tmp_path / "fifo")
-        source = str(tmp_path / "fifo")
+        os.mkfifo(tmp_path / "src" / "fifo")
+        source = str(tmp_path / "src" / "fifo")
     elif source == "folder":
-        source = str(tmp_path)
+        source = str(tmp_path / "src")
     rules = HEAD + f"side_files:\n  - {{copy: '{source}', output: x.txt}}\n"
-    assert _run(tmp_path, rules) == 2
+    assert _run(tmp_path, rules, "out", *(["--trust-rule-file"] if source == "/dev/zero" else [])) == 2
     line = err_line(capsys)
     assert f"side file x.txt: copy source {source} is a" in line and "not a file" in line, line
     assert not (tmp_path / "out" / "x.txt").exists()

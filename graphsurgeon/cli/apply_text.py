@@ -104,7 +104,14 @@ def summary(runs: list[GraphRun]) -> str:
     return "\n".join(lines)
 
 
-def runs_json(runs: list[GraphRun], folder: str | None, *, dry_run: bool, notes: list[str]) -> str:
+def runs_json(
+    runs: list[GraphRun],
+    folder: str | None,
+    *,
+    dry_run: bool,
+    notes: list[str],
+    reads: list[str] | None = None,
+) -> str:
     """``--format json``: what the summary and the table say, as one JSON object."""
     graphs: list[dict[str, Any]] = []
     for run in runs:
@@ -135,4 +142,6 @@ def runs_json(runs: list[GraphRun], folder: str | None, *, dry_run: bool, notes:
             }
         )
     doc = {"graphs": graphs, "folder": None if dry_run else folder, "dry_run": dry_run, "notes": notes}
+    if dry_run:
+        doc["reads"] = reads or []
     return json.dumps(doc, indent=2)

@@ -18,6 +18,7 @@ from graphsurgeon.cli.common import add_report_options, path_arg, report_text
 from graphsurgeon.cli.conversions import resolve_rules
 from graphsurgeon.pipeline.apply import explain_rule, run_apply
 from graphsurgeon.progress import Progress
+from graphsurgeon.rewrite.read_scope import TRUST_FLAG
 from graphsurgeon.rewrite.rulefile import json_schema as rules_json_schema
 
 
@@ -38,11 +39,19 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     if args.explain:
         found = explain_rule(
-            args.rules, args.explain, args.input, args.bin, sets, strict=args.strict, notice=progress
+            args.rules,
+            args.explain,
+            args.input,
+            args.bin,
+            sets,
+            strict=args.strict,
+            notice=progress,
+            trusted=args.trust_rule_file,
         )
         report_text(args, explanation_text(found), explanation_json(found))
         return 0
 
+    reads: list[str] = []
     runs = run_apply(
         args.rules,
         args.input,
@@ -54,15 +63,20 @@ def cmd_apply(args: argparse.Namespace) -> int:
         keep_work=args.keep_work,
         progress=progress,
         notice=notice,
+        trusted=args.trust_rule_file,
+        reads=reads,
     )
     folder = next((run.folder for run in runs if run.folder is not None), args.out)
     lines = [summary(runs)]
     if args.dry_run:
         ran = "its source: Python code ran" if notes else "no code ran"
+        lines += [f"reads: {path}" for path in reads]
         lines.append(f"dry run: nothing written; {ran}")
     else:
         lines += [table(runs), f"wrote {folder}"]
-    report_text(args, "\n".join(lines), runs_json(runs, folder, dry_run=args.dry_run, notes=notes))
+    report_text(
+        args, "\n".join(lines), runs_json(runs, folder, dry_run=args.dry_run, notes=notes, reads=reads)
+    )
     return 0
 
 
@@ -123,7 +137,17 @@ def register(sub: Any) -> None:
     apply.add_argument(
         "--strict", action="store_true", help="re-lint after every rule; stop at the first break"
     )
-    apply.add_argument("--dry-run", action="store_true", help="run the rules, write nothing")
+    apply.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run the rules, write nothing; list the files the rule file reads",
+    )
+    apply.add_argument(
+        TRUST_FLAG,
+        action="store_true",
+        help="let the rule file read files outside its folder, gsurg's own files and the paths given on the "
+        "command line, and write to an outputs.dir outside the working folder",
+    )
     apply.add_argument(
         "--explain", metavar="RULE", help="show every candidate layer of RULE and why it matched"
     )

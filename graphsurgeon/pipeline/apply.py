@@ -30,8 +30,10 @@ from graphsurgeon.pipeline.write_outputs import GraphRun, planned_outputs, write
 from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.driver import Candidate, apply_graph, candidates
 from graphsurgeon.rewrite.interface import check_interface
+from graphsurgeon.rewrite.read_scope import TRUST_FLAG
 from graphsurgeon.rewrite.rulefile import GraphSpec, Rule
 from graphsurgeon.rewrite.sections import Interface, ModelInput
+from graphsurgeon.rewrite.yaml_source import RuleFileError
 
 
 def _load(source: ModelInput) -> Graph:
@@ -94,9 +96,14 @@ def run_apply(
     keep_work: bool = False,
     progress: Progress | None = None,
     notice: Callable[[str], None] | None = None,
+    trusted: bool = False,
+    reads: list[str] | None = None,
 ) -> list[GraphRun]:
     """Run the rule file and write its results into ``out_dir`` (or the rule file's ``outputs.dir``);
-    ``notice`` is told before the rule file's export source (Python code) runs."""
+    ``notice`` is told before the rule file's export source (Python code) runs. Unless ``trusted``, what
+    the rule file reads is confined and its ``outputs.dir`` must lie under the working folder or a path the
+    user gave (``rewrite.read_scope``). ``reads``, when given, receives every file or folder the run reads
+    as the rule file named it (``--dry-run`` lists them)."""
     prepared = prepare(
         rule_path,
         param,
@@ -106,8 +113,11 @@ def run_apply(
         keep_work=keep_work,
         progress=progress,
         notice=notice,
+        trusted=trusted,
     )
     try:
+        if reads is not None:
+            reads += list(dict.fromkeys(prepared.read_paths()))
         return _run(prepared, rule_path, out_dir, strict=strict, dry_run=dry_run, progress=progress)
     finally:
         kept = prepared.close()
@@ -126,6 +136,13 @@ def _run(
 ) -> list[GraphRun]:
     rf = prepared.rules
     folder = out_dir or rf.outputs.dir
+    scope = prepared.read_scope
+    if out_dir is None and folder is not None and scope is not None and scope.outside_cwd(folder, Path.cwd()):
+        raise RuleFileError(
+            f"{prepared.outputs_where}: outputs.dir {folder} lies outside the working folder and every path "
+            f"given on the command line: give the output folder with --out, or trust this rule file with "
+            f"{TRUST_FLAG}"
+        )
     if not dry_run and folder is not None:  # finish interrupted runs first: an input may be kept there
         recover_folder(folder)
     runs, _ = _run_graphs(prepared, strict=strict, progress=progress)
@@ -240,10 +257,13 @@ def explain_rule(
     strict: bool = False,
     progress: Progress | None = None,
     notice: Callable[[str], None] | None = None,
+    trusted: bool = False,
 ) -> Explanation:
     """Run everything before ``rule_name`` exactly as ``apply`` would (the same loop: earlier graphs whole,
     interface, storage and ``--strict`` checks included), then judge every candidate layer for it."""
-    prepared = prepare(rule_path, param, bin_path, sets, work_parent=None, progress=progress, notice=notice)
+    prepared = prepare(
+        rule_path, param, bin_path, sets, work_parent=None, progress=progress, notice=notice, trusted=trusted
+    )
     try:
         _, found = _run_graphs(prepared, strict=strict, progress=progress, explain=rule_name)
     finally:

@@ -28,6 +28,7 @@ from graphsurgeon.pipeline.checkpoint_pool import CheckpointPool
 from graphsurgeon.pipeline.work_folder import WorkFolder, make_work_folder
 from graphsurgeon.progress import Progress
 from graphsurgeon.rewrite.loader import RuleProgram, open_rule_file
+from graphsurgeon.rewrite.read_scope import ReadScope
 from graphsurgeon.rewrite.rule_facts import code_notice
 from graphsurgeon.rewrite.rulefile import RuleFile
 from graphsurgeon.rewrite.sections import ModelInput
@@ -67,6 +68,8 @@ class Prepared:
     path_vars: list[str] = field(default_factory=list)  # the values of its {path: …} variables
     pool: CheckpointPool = field(default_factory=CheckpointPool)  # every checkpoint the run opens, once
     work_lock: WorkFolder | None = None  # the work folder's lock, held while the run lives
+    read_scope: ReadScope | None = None  # what the rule file may read, and the paths the user gave
+    outputs_where: str = ""  # the file and line of the rule file's outputs.dir (for errors)
     cleanups: list[Callable[[], None]] = field(default_factory=list)  # run by close (scratch the run made)
 
     def read_paths(self) -> list[str]:
@@ -117,11 +120,12 @@ def prepare(
     keep_work: bool = False,
     progress: Progress | None = None,
     notice: Callable[[str], None] | None = None,
+    trusted: bool = False,
 ) -> Prepared:
     """Open, export and finish the rule file (see the module docstring). Before an export source runs,
     ``notice`` is told (the source is Python code the rule file names; nothing else in a rule file runs
-    code)."""
-    program = open_rule_file(rule_path, sets, notice=notice)
+    code). Unless ``trusted``, the paths the rule file names are confined (``rewrite.read_scope``)."""
+    program = open_rule_file(rule_path, sets, notice=notice, trusted=trusted)
     inputs = dict(program.sections.inputs)
     if param is not None:
         inputs["model"] = ModelInput(param=param, bin=bin_path)
@@ -164,7 +168,14 @@ def prepare(
         path_vars,
         pool,
         work_lock,
+        read_scope=program.read_scope,
+        outputs_where=_outputs_where(program),
     )
+
+
+def _outputs_where(program: RuleProgram) -> str:
+    src = program.origins.get(("outputs",))
+    return src.where(("outputs", "dir")) if src is not None else program.path
 
 
 def _export_notice(program: RuleProgram) -> str:

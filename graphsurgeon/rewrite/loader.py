@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from graphsurgeon.errors import GsurgError
+from graphsurgeon.rewrite.read_scope import ReadScope
 from graphsurgeon.rewrite.rule_facts import config_fact, input_facts, json_files_fact
 from graphsurgeon.rewrite.rule_tree import RuleDef, read_tree, real_path, rule_defs, rules_seen, var_defs
 from graphsurgeon.rewrite.rulefile import RuleDefinition, RuleFile, written_graphs
@@ -91,6 +92,7 @@ class RuleProgram:
     models: dict[str, str] = field(default_factory=dict)  # input name -> its .param, once known
     _graph_facts: Callable[[str], Any] | None = None
     notice: Callable[[str], None] | None = None  # told before source.config's Python runs
+    read_scope: ReadScope | None = None  # what the file's paths may name (None: anything)
     sections: HeaderSections = field(default_factory=HeaderSections)  # typed, once validated
 
     # ---- facts -------------------------------------------------------------------------------------------
@@ -194,7 +196,10 @@ class RuleProgram:
                 return rendered
             lead = _LEADING_VAR.match(value) if isinstance(value, str) else None
             origin = self.cwd if lead is not None and lead.group(1) in self.cli_vars else base
-            return _resolve(kind, rendered, origin, src.where(loc))
+            resolved = _resolve(kind, rendered, origin, src.where(loc))
+            if self.read_scope is not None and kind != "module" and loc != ("outputs", "dir"):
+                self.read_scope.check(resolved, origin, src.where(loc), ".".join(map(str, loc)))
+            return resolved
 
         return walk(src.data[section], (section,))
 
@@ -315,17 +320,22 @@ def open_rule_file(
     *,
     cwd: str | None = None,
     notice: Callable[[str], None] | None = None,
+    trusted: bool = False,
 ) -> RuleProgram:
     """Read ``path`` and its includes, set up variables and facts, and evaluate the sections that say
     where models come from. ``overrides`` are ``--set`` values (paths in them are relative to ``cwd``);
-    ``notice`` is told before any Python the rule file's ``source:`` names runs."""
+    ``notice`` is told before any Python the rule file's ``source:`` names runs. The paths the file names
+    (its includes, inputs, checkpoints, side files' sources) are held to ``read_scope.ReadScope`` unless
+    ``trusted``."""
     here = Path(cwd or os.getcwd())
     start = Path(os.path.realpath(path)) if text is None else Path(path).absolute()
-    tree: dict[Path, list[LocatedYaml]] = {}
-    files = read_tree(start, text, (), tree)
     overrides = dict(overrides or {})
+    reads = ReadScope.for_rule_file(start, overrides, here, trusted=trusted)
+    tree: dict[Path, list[LocatedYaml]] = {}
+    files = read_tree(start, text, (), tree, scope=reads)
     scope = Scope(var_defs(files, overrides, here))
     program = RuleProgram(path, files, scope, {}, set(overrides), here, notice=notice, tree=tree)
+    program.read_scope = reads
     scope.add_fact("config", lambda: config_fact(program))
     scope.add_fact("json", lambda: json_files_fact(program))
     scope.add_fact("inputs", lambda: input_facts(program))

@@ -18,6 +18,7 @@ import yaml
 from graphsurgeon.formats.outpaths import kind
 from graphsurgeon.rewrite import yaml_source
 from graphsurgeon.rewrite.package_folder import package_folder
+from graphsurgeon.rewrite.read_scope import ReadScope
 from graphsurgeon.rewrite.rulefile import RULE_NAME, RULE_VAR
 from graphsurgeon.rewrite.scope import VarDef, checked_path
 from graphsurgeon.rewrite.yaml_source import (
@@ -43,11 +44,14 @@ def read_tree(
     chain: tuple[Path, ...],
     done: dict[Path, list[LocatedYaml]],
     counted: dict[str, int] | None = None,
+    *,
+    scope: ReadScope | None = None,
 ) -> list[LocatedYaml]:
     """``path`` and everything it includes, included files first (each once, in order). ``done`` holds the
     files already read with their trees, so a file included along many paths is read once; ``counted`` the
     values of every file read so far, which together may hold at most ``MAX_VALUES`` (eight includes of
-    190,000 values each are refused, not each allowed)."""
+    190,000 values each are refused, not each allowed). An include must lie where ``scope`` allows a rule
+    file to read."""
     counted = {} if counted is None else counted
     if path in chain:
         cycle = " -> ".join(str(p) for p in (*chain[chain.index(path) :], path))
@@ -68,10 +72,12 @@ def read_tree(
     for i, item in enumerate(includes):
         where = src.where(("include", i))
         child = real_path(item, path.parent, where)
+        if scope is not None:
+            scope.check(child, path.parent, where, "included rule file")
         if not child.is_file():
             what = "does not exist" if not os.path.lexists(child) else f"is {kind(str(child))}, not a file"
             raise RuleFileError(f"{where}: included rule file {child} {what}")
-        for sub in read_tree(child, None, (*chain, path), done, counted):
+        for sub in read_tree(child, None, (*chain, path), done, counted, scope=scope):
             if sub.path not in seen:
                 seen.add(sub.path)
                 files.append(sub)
