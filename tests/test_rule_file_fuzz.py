@@ -1,12 +1,13 @@
 """A property test of ``gsurg apply`` on generated hostile rule files (issue 14: keep what found the
 loader's failures in the suite, bounded in time): YAML pieces (aliases, recursive anchors, tags, complex
-keys, control characters, null variables), includes (missing, self, another file), output paths (``..``,
-absolute, NUL, an input's name), copy sources (a FIFO, ``/dev/zero``, a folder, an input), templates made
+keys, control characters, null variables), includes (missing, self, another file, one outside the rule
+file's folder), output paths (``..``, absolute, NUL, an input's name), copy sources and templates (a FIFO,
+``/dev/zero``, a folder, an input, a "secret" outside the rule file's folder by path or link), templates made
 of hostile jinja2 snippets, name regexes and expressions, and random edits of the whole text.
 
 Whatever the file, the run exits 0, or 2 with exactly one ``gsurg: error:`` line and no traceback; nothing
 outside ``--out`` is created, changed or removed (the inputs stay byte-identical, and a sentinel folder the
-file names by absolute path stays empty).
+file names by absolute path stays empty), and no output holds the secret's line.
 
 Oracles: a snapshot of every file outside ``--out`` before the run; the exit code and stderr's lines."""
 
@@ -44,7 +45,12 @@ OUTPUTS = (
         "../inc.yaml",
     ],
 )
-COPIES = (["t.j2", "m.param"], ["/dev/zero", "fifo", ".", "missing", "a\\0b", "{abs}"])
+COPIES = (
+    ["t.j2", "m.param"],
+    ["/dev/zero", "fifo", ".", "missing", "a\\0b", "{abs}", "{secret}", "../secret.txt", "link-out"],
+)
+#: a file beside the rule file's folder, standing for /etc/passwd: no output may hold it (issue 40 item 6)
+SECRET = "root:x:0:0:fuzz secret line"
 SNIPPETS = (
     [
         "{{ rule_set }}",
@@ -80,7 +86,7 @@ EXTRAS = (
 )
 INCLUDES: tuple[list[str | None], list[str | None]] = (
     [None, "inc.yaml"],
-    ["r.yaml", "missing.yaml", "fifo", "{abs}", "a\\0b"],
+    ["r.yaml", "missing.yaml", "fifo", "{abs}", "a\\0b", "{secret}", "../secret.txt", "link-out"],
 )
 GRAPH_OUTPUTS: tuple[list[str | None], list[str | None]] = (
     [None, "g.param", "sub/g.param"],
@@ -115,7 +121,7 @@ def pick(draw: st.DrawFn, choice: tuple[list[T], list[T]]) -> T:
 @st.composite
 def rule_files(draw: st.DrawFn) -> str:
     side_kind = draw(st.sampled_from(["template", "copy"]))
-    source = pick(draw, COPIES) if side_kind == "copy" else "t.j2"
+    source = pick(draw, COPIES) if side_kind == "copy" else pick(draw, (["t.j2"], ["{secret}", "link-out"]))
     lines = ["version: 1", "name: fuzz"]
     include = pick(draw, INCLUDES)
     if include is not None:
@@ -184,8 +190,12 @@ def test_apply_on_a_hostile_rule_file_exits_cleanly_and_writes_only_into_out(
         (src / "t.j2").write_text(template + "\n")
         (src / "inc.yaml").write_text("version: 1\nname: inc\nvars: {j: 2}\ngraphs: {}\n")
         os.mkfifo(src / "fifo")
+        (root / "secret.txt").write_text(SECRET + "\n")
+        os.symlink(root / "secret.txt", src / "link-out")
         (src / "r.yaml").write_text(
-            rules.replace("{abs}", str(outside)), encoding="utf-8", errors="surrogatepass"
+            rules.replace("{abs}", str(outside)).replace("{secret}", str(root / "secret.txt")),
+            encoding="utf-8",
+            errors="surrogatepass",
         )
         out = root / "out"
         before = _snapshot(root, out)
@@ -205,3 +215,5 @@ def test_apply_on_a_hostile_rule_file_exits_cleanly_and_writes_only_into_out(
             assert len(errors) == 1, lines
         assert _snapshot(root, out) == before
         assert list(outside.iterdir()) == []
+        written = [p for p in out.rglob("*") if p.is_file()] if out.is_dir() else []
+        assert not [p for p in written if SECRET.encode() in p.read_bytes()]
