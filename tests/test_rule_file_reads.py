@@ -151,3 +151,26 @@ def test_a_shipped_conversion_reads_only_its_own_files(capsys: pytest.CaptureFix
     reads = json.loads(capsys.readouterr().out)["reads"]
     package = Path(__file__).resolve().parent.parent
     assert reads and all(Path(r).resolve().is_relative_to(package) for r in reads), reads
+
+
+def test_links_inside_a_folder_the_user_gave_are_the_users(
+    layout: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A Hugging Face cache snapshot is a folder of links into ``../../blobs``: given with ``--set``, the
+    files the rule file reads through it are read; a ``..`` out of it is still refused."""
+    blobs = tmp_path / "hub" / "blobs"
+    write(blobs, "0a1b2c", "the tokenizer\n")
+    snapshot = tmp_path / "hub" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    os.symlink("../../blobs/0a1b2c", snapshot / "tokenizer.json")
+    text = (
+        HEAD
+        + "vars: {checkpoint: x}\nside_files:\n  - {copy: '${checkpoint}/tokenizer.json', output: t.json}\n"
+    )
+    rule = write(layout["rules"], "r.yaml", text)
+    assert _apply(rule, str(layout["model"]), "--set", f"checkpoint={snapshot}", "--out", "out") == 0
+    assert (layout["work"] / "out" / "t.json").read_text() == "the tokenizer\n"
+    escape = text.replace("${checkpoint}/tokenizer.json", "${checkpoint}/../../blobs/0a1b2c")
+    rule = write(layout["rules"], "escape.yaml", escape)
+    assert _apply(rule, str(layout["model"]), "--set", f"checkpoint={snapshot}", "--out", "out2") == 2
+    assert "side_files.0.copy" in err_line(capsys) and not (layout["work"] / "out2").exists()

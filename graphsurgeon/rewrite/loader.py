@@ -198,7 +198,8 @@ class RuleProgram:
             origin = self.cwd if lead is not None and lead.group(1) in self.cli_vars else base
             resolved = _resolve(kind, rendered, origin, src.where(loc))
             if self.read_scope is not None and kind != "module" and loc != ("outputs", "dir"):
-                self.read_scope.check(resolved, origin, src.where(loc), ".".join(map(str, loc)))
+                what = ".".join(map(str, loc))
+                self.read_scope.check(resolved, origin, src.where(loc), what, written=rendered)
             return resolved
 
         return walk(src.data[section], (section,))

@@ -12,6 +12,10 @@ A rule file may read, by real path (symbolic links resolved, so a link cannot le
 
 Anything else — ``/etc/passwd`` as a side file's copy source or template, ``../../secret`` as an include,
 a checkpoint folder named only in the rule file — is refused with the rule file's line before it is read.
+Inside a path the user gave, links are the user's: ``${checkpoint}/tokenizer.json`` is read even when it
+is a link elsewhere (a Hugging Face cache snapshot is a folder of links into ``../../blobs``), as long as
+the path, as written, stays inside what the user gave; a link in the rule file's own folder is resolved
+and must stay inside.
 ``ReadScope.trusted`` (``gsurg apply --trust-rule-file``) lifts the confinement for a rule file the user
 trusts. A rule file that runs Python (``source.export``, ``source.config``) could read anything from that
 code; the confinement is about what the file itself names, and such a file is announced before its code
@@ -54,18 +58,29 @@ def package_roots() -> list[Path]:
     return roots
 
 
-def user_roots(values: Iterable[str], cwd: Path) -> list[Path]:
-    """The values (``--set``'s, flags') read as paths relative to ``cwd``, as real paths: whether or not one
-    exists (an output folder may not yet), the user typed it."""
-    return [_real(v, cwd) for v in values if v and "\0" not in v and len(v) <= 4096]
+def _lexical(path: str | Path, base: Path) -> Path:
+    """``path`` made absolute against ``base``, ``.`` and ``..`` folded in the text, links left alone."""
+    p = Path(os.path.expanduser(path))
+    return Path(os.path.normpath(p if p.is_absolute() else base / p))
+
+
+def _given(values: Iterable[str]) -> list[str]:
+    return [v for v in values if v and "\0" not in v and len(v) <= 4096]
 
 
 @dataclass
 class ReadScope:
-    """The folders (and single files) under which a rule file's reads must lie, or none when trusted."""
+    """The folders under which a rule file's reads must lie, or none when trusted.
+
+    ``roots`` are real paths (the rule file's folder, gsurg's folders, the user's paths resolved): a path
+    the rule file names must resolve inside one. A path the user gave also counts as written
+    (``user_lexical``): a path the rule file builds on it (``${checkpoint}/tokenizer.json``) that stays
+    inside it as text is allowed wherever its links lead, since the links in a folder the user chose are
+    the user's (a Hugging Face cache snapshot is a folder of links into ``../../blobs``)."""
 
     roots: list[Path] = field(default_factory=list)
-    user: list[Path] = field(default_factory=list)  # the paths the user gave (a subset of roots)
+    user: list[Path] = field(default_factory=list)  # the paths the user gave, resolved (a subset of roots)
+    user_lexical: list[Path] = field(default_factory=list)  # the same paths as the user wrote them
     trusted: bool = False
 
     @classmethod
@@ -73,26 +88,28 @@ class ReadScope:
         cls, rule_path: str | Path, overrides: Mapping[str, str], cwd: Path, *, trusted: bool = False
     ) -> ReadScope:
         """The scope of the rule file at ``rule_path`` run with ``overrides`` (``--set``) from ``cwd``."""
-        user = user_roots(overrides.values(), cwd)
+        values = _given(overrides.values())
+        user = [_real(v, cwd) for v in values]
         rule_folder = _real(rule_path, cwd).parent
-        return cls([rule_folder, *package_roots(), *user], user, trusted)
+        lexical = [_lexical(v, cwd) for v in values]
+        return cls([rule_folder, *package_roots(), *user], user, lexical, trusted)
 
-    def add_user_path(self, path: str | Path, cwd: Path) -> None:
-        """A path the user gave outside ``--set`` (the command line's model, ``--out``)."""
-        real = _real(path, cwd)
-        self.roots.append(real)
-        self.user.append(real)
-
-    def allows(self, path: str | Path, base: Path) -> bool:
-        """Whether ``path`` (relative to ``base``) may be read."""
+    def allows(self, path: str | Path, base: Path, written: str | Path | None = None) -> bool:
+        """Whether ``path`` (relative to ``base``) may be read; ``written`` is the path as the rule file
+        wrote it (relative to ``base`` too), when it differs from ``path`` (already resolved)."""
         if self.trusted:
             return True
         real = _real(path, base)
-        return any(_inside(real, root) for root in self.roots)
+        if any(_inside(real, root) for root in self.roots):
+            return True
+        text = _lexical(written if written is not None else path, base)
+        return any(_inside(text, root) for root in self.user_lexical)
 
-    def check(self, path: str | Path, base: Path, where: str, what: str) -> None:
+    def check(
+        self, path: str | Path, base: Path, where: str, what: str, written: str | Path | None = None
+    ) -> None:
         """RuleFileError naming ``where`` (the file and line) unless ``path`` may be read."""
-        if not self.allows(path, base):
+        if not self.allows(path, base, written):
             raise RuleFileError(
                 f"{where}: {what} {_real(path, base)} lies outside what a rule file may read (the rule "
                 "file's folder, gsurg's own files, and the paths given with --set or on the command line); "

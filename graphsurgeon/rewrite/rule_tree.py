@@ -73,7 +73,7 @@ def read_tree(
         where = src.where(("include", i))
         child = real_path(item, path.parent, where)
         if scope is not None:
-            scope.check(child, path.parent, where, "included rule file")
+            scope.check(child, path.parent, where, "included rule file", written=item)
         if not child.is_file():
             what = "does not exist" if not os.path.lexists(child) else f"is {kind(str(child))}, not a file"
             raise RuleFileError(f"{where}: included rule file {child} {what}")
