@@ -5,6 +5,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
+
+#ifdef __linux__
+#include <sys/resource.h>
+#endif
 
 #include "gsurg/error.hpp"
 #include "gsurg/net_checks.hpp"
@@ -13,6 +18,11 @@ namespace gsurg {
 
 namespace {
 const int kMaxReservedNewTokens = 8192;  // a huge --gen must not reserve a huge cache up front
+// The prefill estimate is raised by this before it is compared with the memory available: measured on the
+// tiny model under ulimit -v 4000000 (3.8 GiB left after the load), 18,000 tokens (estimate 3.7 GiB) ran and
+// 18,300 (3.8 GiB) failed inside ncnn, whose pool allocator then reports the failed allocation as a leak
+// ("(nil) still in use", ncnn 1.0.20261020 src/allocator.cpp PoolAllocator::fastMalloc keeps the null it got).
+const double kEstimateMargin = 1.25;
 }  // namespace
 
 double prefill_bytes_estimate(const ModelConfig& cfg, int64_t length) {
@@ -21,34 +31,79 @@ double prefill_bytes_estimate(const ModelConfig& cfg, int64_t length) {
   return 4.0 * l * l * (heads + 1) + 4.0 * l * cfg.hidden_size * (2.0 * cfg.num_layers + 4);
 }
 
-uint64_t available_memory_bytes() {
+namespace {
+
 #ifdef __linux__
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  unsigned long long kib = 0;
-  bool found = false;
-  while (!found && std::fgets(line, sizeof line, f) != nullptr)
-    found = std::strncmp(line, "MemAvailable:", 13) == 0 && std::sscanf(line + 13, "%llu", &kib) == 1;
+// The first number after `key` on a line of the text file `path` that starts with it; -1 when none.
+long long number_after(const char* path, const char* key) {
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  long long value = -1;
+  const size_t n = std::strlen(key);
+  while (value < 0 && std::fgets(line, sizeof line, f) != nullptr)
+    if (std::strncmp(line, key, n) == 0 && std::sscanf(line + n, "%lld", &value) != 1) value = -1;
   std::fclose(f);
-  return found ? static_cast<uint64_t>(kib) * 1024 : 0;
-#else
-  return 0;
-#endif
+  return value;
 }
 
+// This process's cgroup v2 folder (the "0::" line of /proc/self/cgroup), or "" when there is none.
+std::string cgroup_folder() {
+  std::FILE* f = std::fopen("/proc/self/cgroup", "r");
+  if (f == nullptr) return "";
+  char line[1024];
+  std::string folder;
+  while (folder.empty() && std::fgets(line, sizeof line, f) != nullptr)
+    if (std::strncmp(line, "0::", 3) == 0) folder = std::string("/sys/fs/cgroup") + (line + 3);
+  std::fclose(f);
+  while (!folder.empty() && (folder.back() == '\n' || folder.back() == '/')) folder.pop_back();
+  return folder;
+}
+#endif
+
+}  // namespace
+
+MemoryRoom available_memory() {
+  MemoryRoom room;
+#ifdef __linux__
+  auto offer = [&room](long long bytes, const char* source) {
+    if (bytes < 0) return;
+    const uint64_t b = static_cast<uint64_t>(bytes);
+    if (room.source.empty() || b < room.bytes) room = {b, source};
+  };
+  const long long available_kib = number_after("/proc/meminfo", "MemAvailable:");
+  if (available_kib >= 0) offer(available_kib * 1024, "MemAvailable, /proc/meminfo");
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    const long long size_kib = number_after("/proc/self/status", "VmSize:");
+    const long long cap = static_cast<long long>(limit.rlim_cur);
+    if (size_kib >= 0) offer(std::max(0LL, cap - size_kib * 1024), "the address-space limit, ulimit -v");
+  }
+  const std::string folder = cgroup_folder();
+  if (!folder.empty()) {
+    const long long cap = number_after((folder + "/memory.max").c_str(), "");  // "max": no number, no limit
+    const long long used = number_after((folder + "/memory.current").c_str(), "");
+    if (cap >= 0 && used >= 0) offer(std::max(0LL, cap - used), "the cgroup's memory.max");
+  }
+#endif
+  return room;
+}
+
+uint64_t available_memory_bytes() { return available_memory().bytes; }
+
 void check_prefill_memory(const ModelConfig& cfg, int64_t length) {
-  const uint64_t available = available_memory_bytes();
-  if (available == 0) return;  // unknown: not Linux, or a kernel without MemAvailable
+  const MemoryRoom room = available_memory();
+  if (room.source.empty()) return;  // unknown: not Linux, or nothing readable
   const double need = prefill_bytes_estimate(cfg, length);
-  if (need <= static_cast<double>(available)) return;
+  if (need * kEstimateMargin <= static_cast<double>(room.bytes)) return;
   const double gib = 1024.0 * 1024.0 * 1024.0;
-  char text[256];
+  char text[384];
   std::snprintf(text, sizeof text,
                 "the prompt has %lld tokens: its prefill would need about %.1f GiB (attention grows with the "
-                "square of the prompt length), more than the %.1f GiB of memory available (MemAvailable, "
-                "/proc/meminfo)",
-                static_cast<long long>(length), need / gib, static_cast<double>(available) / gib);
+                "square of the prompt length; %.1f GiB with the estimate's %.0f%% margin), more than the %.1f "
+                "GiB of memory available (%s)",
+                static_cast<long long>(length), need / gib, need * kEstimateMargin / gib,
+                (kEstimateMargin - 1) * 100, static_cast<double>(room.bytes) / gib, room.source.c_str());
   throw Error(text);
 }
 

@@ -22,7 +22,8 @@ the tokenizer's decoding. Without the tokenizer in the build, the trained prompt
 model (its model.json names no tokenizer), a model.json of version 2 or version 1, without tokens.eos,
 naming a missing tokenizer file, a tied model without its embed net, ``--threads 1024``, a ``--prompt-file``
 missing, a folder, not UTF-8, empty or blank or beside another prompt flag, one of 200 KB (read, then past
-the context) and, on Linux, a prompt whose prefill the memory estimate refuses: each exit 2 with one
+the context) and, on Linux, a prompt whose prefill the memory estimate refuses, against MemAvailable and
+under ulimit -v (not under ASan): each exit 2 with one
 ``gsurg_run: error:`` line naming the culprit.
 
 ``limits``: on the trained model, ``--gen`` past the context stops there with one stderr line giving the
@@ -44,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -327,7 +329,55 @@ def bad_input(runner: Runner, trained: Path, tmp: Path) -> list[str]:
     failures += run_cases(
         Runner(runner.program, trained, runner.wrapper, runner.tokenizer, runner.preprocess), on_trained, tmp
     )
+    failures += address_space_cap(runner, trained, tmp)
     return failures
+
+
+#: The address-space limit (ulimit -v) the capped run gets, and the prompt it is given: 20,000 ids, whose
+#: prefill on the trained fixture is estimated at 7.6 GiB. Before the check read the limit, the runner
+#: ran out of memory inside ncnn, whose pool allocator then printed "pool allocator destroyed too early".
+CAPPED_ADDRESS_SPACE = 4_000_000 * 1024
+CAPPED_PROMPT_IDS = 20_000
+
+
+def address_space_cap(runner: Runner, trained: Path, tmp: Path) -> list[str]:
+    """Under ``ulimit -v`` the memory check reads the limit (RLIMIT_AS less the process's size), not only
+    MemAvailable, and refuses the prompt with one line naming it, nothing from ncnn before it. Linux only,
+    and not under ASan (it reserves terabytes of address space) or a wrapper (wine)."""
+    label = f"a prompt of {CAPPED_PROMPT_IDS} ids under ulimit -v"
+    if (
+        runner.wrapper
+        or not sys.platform.startswith("linux")
+        or b"__asan_init" in Path(runner.program).read_bytes()
+    ):
+        print(f"skip {label}: Linux without ASan or a wrapper only", flush=True)
+        return []
+    import resource
+
+    model = tmp / "capped_model"
+    shutil.copytree(trained, model)
+    doc = json.loads((model / "model.json").read_text(encoding="utf-8"))
+    doc["max_positions"] = 10**6
+    (model / "model.json").write_text(json.dumps(doc), encoding="utf-8")
+    ids = ",".join(["5"] * CAPPED_PROMPT_IDS)
+    command = [str(runner.program), "--model", str(model), "--ids", ids, "--gen", "2", "--threads", "1"]
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (CAPPED_ADDRESS_SPACE, CAPPED_ADDRESS_SPACE))
+
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, preexec_fn=cap, check=False)
+    lines = proc.stderr.splitlines()
+    want = "more than the "
+    if (
+        proc.returncode == 2
+        and len(lines) == 1
+        and want in lines[0]
+        and "(the address-space limit, ulimit -v)" in lines[0]
+    ):
+        print(f"ok   {label}", flush=True)
+        return []
+    print(f"FAIL {label}: exit {proc.returncode}, stderr {proc.stderr[-600:]!r}", flush=True)
+    return [label]
 
 
 # --- batch ----------------------------------------------------------------------------------------------

@@ -75,10 +75,18 @@ class Runtime {
 // decoder.rope.head_dim, at least 1) and the causal mask, plus 4·L·hidden_size·(2·num_layers + 4) for the
 // KV cache and the layer's activations. A double: it cannot overflow.
 double prefill_bytes_estimate(const ModelConfig& cfg, int64_t length);
-// MemAvailable of /proc/meminfo in bytes on Linux; 0 when unknown (another OS, no such line).
+// How many more bytes this process may allocate, and which limit says so: on Linux the least of
+// MemAvailable (/proc/meminfo), the address-space limit (RLIMIT_AS, ulimit -v) less the process's VmSize
+// (/proc/self/status), and its cgroup v2 memory.max less memory.current; none (source "") elsewhere.
+struct MemoryRoom {
+  uint64_t bytes = 0;
+  std::string source;  // "" when no limit could be read
+};
+MemoryRoom available_memory();
+// available_memory().bytes (0 when unknown).
 uint64_t available_memory_bytes();
-// Throws gsurg::Error (the prompt length, the estimate, the limit) when the estimate exceeds
-// available_memory_bytes(); checks nothing when that is unknown.
+// Throws gsurg::Error (the prompt length, the estimate, the limit and its source) when the estimate exceeds
+// available_memory(); checks nothing when no limit is known.
 void check_prefill_memory(const ModelConfig& cfg, int64_t length);
 
 // Seconds on a monotonic clock (for stage times).
