@@ -8,6 +8,7 @@
 #include "gsurg/error.hpp"
 #include "gsurg/family_registry.hpp"
 #include "gsurg/files.hpp"
+#include "gsurg/generate.hpp"
 
 #ifdef _WIN32
 #include <fcntl.h>
@@ -163,6 +164,9 @@ std::string usage() {
          "                         long for one argument; one final line end is dropped\n"
          "  --gen N                at most N new tokens (default 256); stops earlier at EOS or when the\n"
          "                         model's context (model.json max_positions) is full, saying so on stderr\n"
+         "  --prefill-chunk N      prompt rows per decoder run (default " + std::to_string(kDefaultPrefillChunk)
+         + "; 0: the whole prompt at once):\n"
+         "                         attention memory grows with N x the prompt length, not its square\n"
          "  --batch FILE           answer every request of a JSON Lines file (\"-\": stdin), one JSON line\n"
          "                         out per request line, with the model loaded once (runner/README.md)\n"
          "  --threads N            CPU threads, 1 to " + std::to_string(kMaxThreads)
@@ -232,6 +236,8 @@ CliArgs parse_args(const std::vector<std::string>& argv) {
     } else if (flag == "--gen") {
       a.gen = static_cast<int>(parse_integer(flag, value(), 1, 1 << 30));
       a.gen_given = true;
+    } else if (flag == "--prefill-chunk") {
+      a.prefill_chunk = static_cast<int>(parse_integer(flag, value(), 0, 1 << 30));
     } else if (flag == "--batch") {
       a.batch = value();
       a.has_batch = true;

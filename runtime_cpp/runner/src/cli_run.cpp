@@ -125,6 +125,7 @@ void answer_request(const BatchRequest& req, const CliArgs& args, Runtime& runti
                                                 "a request's \"ids\"");
   GenerateOptions options;
   options.max_new_tokens = req.gen > 0 ? req.gen : args.gen;
+  if (args.prefill_chunk >= 0) options.prefill_chunk = args.prefill_chunk;
   options.ignore_eos = args.ignore_eos;
   options.sampling = args.sampling;  // the same seed for every request: each is sampled as if run alone
   const GenerateResult g = runtime.generate(ids, images, options, [](int) {});
@@ -230,6 +231,7 @@ int run(const CliArgs& args, std::FILE* out, std::FILE* log) {
 
   GenerateOptions options;
   options.max_new_tokens = args.gen;
+  if (args.prefill_chunk >= 0) options.prefill_chunk = args.prefill_chunk;
   options.ignore_eos = args.ignore_eos;
   options.forced = args.force_ids;
   options.sampling = args.sampling;

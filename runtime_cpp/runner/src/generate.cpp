@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstddef>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #ifdef __linux__
@@ -25,10 +27,12 @@ const int kMaxReservedNewTokens = 8192;  // a huge --gen must not reserve a huge
 const double kEstimateMargin = 1.25;
 }  // namespace
 
-double prefill_bytes_estimate(const ModelConfig& cfg, int64_t length) {
+double prefill_bytes_estimate(const ModelConfig& cfg, int64_t length, int64_t chunk) {
   const double heads = std::max(1, cfg.hidden_size / std::max(1, cfg.decoder.rope_head_dim));
   const double l = static_cast<double>(length);
-  return 4.0 * l * l * (heads + 1) + 4.0 * l * cfg.hidden_size * (2.0 * cfg.num_layers + 4);
+  const double c = chunk > 0 && chunk < length ? static_cast<double>(chunk) : l;
+  const double hidden = cfg.hidden_size;
+  return 4.0 * c * l * (heads + 1) + 4.0 * l * hidden * (2.0 * cfg.num_layers + 1) + 16.0 * c * hidden;
 }
 
 namespace {
@@ -61,6 +65,16 @@ std::string cgroup_folder() {
 }
 #endif
 
+// Rows start..start+rows-1 of a prefill input that holds one row per prompt token.
+NetInput row_range(const NetInput& in, int start, int rows, int length) {
+  if (in.rows != length || in.data.size() != static_cast<size_t>(in.rows) * static_cast<size_t>(in.cols))
+    throw std::logic_error("prefill input \"" + in.blob + "\" does not hold one row per prompt token");
+  NetInput out{in.blob, rows, in.cols, {}};
+  const auto first = in.data.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(start) * in.cols);
+  out.data.assign(first, first + static_cast<std::ptrdiff_t>(static_cast<size_t>(rows) * in.cols));
+  return out;
+}
+
 }  // namespace
 
 MemoryRoom available_memory() {
@@ -91,17 +105,17 @@ MemoryRoom available_memory() {
 
 uint64_t available_memory_bytes() { return available_memory().bytes; }
 
-void check_prefill_memory(const ModelConfig& cfg, int64_t length) {
+void check_prefill_memory(const ModelConfig& cfg, int64_t length, int64_t chunk) {
   const MemoryRoom room = available_memory();
   if (room.source.empty()) return;  // unknown: not Linux, or nothing readable
-  const double need = prefill_bytes_estimate(cfg, length);
+  const double need = prefill_bytes_estimate(cfg, length, chunk);
   if (need * kEstimateMargin <= static_cast<double>(room.bytes)) return;
   const double gib = 1024.0 * 1024.0 * 1024.0;
   char text[384];
   std::snprintf(text, sizeof text,
                 "the prompt has %lld tokens: its prefill would need about %.1f GiB (attention grows with the "
-                "square of the prompt length; %.1f GiB with the estimate's %.0f%% margin), more than the %.1f "
-                "GiB of memory available (%s)",
+                "prompt length times --prefill-chunk; %.1f GiB with the estimate's %.0f%% margin), more than "
+                "the %.1f GiB of memory available (%s)",
                 static_cast<long long>(length), need / gib, need * kEstimateMargin / gib,
                 (kEstimateMargin - 1) * 100, static_cast<double>(room.bytes) / gib, room.source.c_str());
   throw Error(text);
@@ -146,8 +160,10 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
     throw Error("the prompt has " + std::to_string(length) + " tokens; the model's context is " +
                 std::to_string(cfg_.max_positions) + " positions (max_positions / model_max_length)");
   family_->check_prompt(prompt_ids, images);
-  check_prefill_memory(cfg_, length);  // before the prompt's rows, mask and attention are allocated
   if (options.max_new_tokens < 1) throw Error("--gen must be at least 1");
+  if (options.prefill_chunk < 0) throw Error("--prefill-chunk must be 0 (the whole prompt) or more");
+  const int chunk = options.prefill_chunk > 0 ? std::min(options.prefill_chunk, length) : length;
+  check_prefill_memory(cfg_, length, chunk);  // before the prompt's rows, mask and attention are allocated
   embeddings_->check_ids(options.forced, -1, "--force-ids: ");
 
   // Fused prompt embeddings: text rows, the placeholder rows written by the family from the images.
@@ -170,8 +186,22 @@ GenerateResult Runtime::generate(const std::vector<int>& prompt_ids, const std::
   KVSession session(*decoder_, length + std::min(budget, kMaxReservedNewTokens));
 
   double t0 = now_seconds();
-  prefill.rope = positions->tables(0, length);
-  std::vector<float> last = session.step(embeds, length, prefill);
+  std::vector<float> last;
+  if (chunk == length) {
+    prefill.rope = positions->tables(0, length);
+    last = session.step(embeds, length, prefill);
+  } else {  // chunk by chunk: each run's queries attend to the cache of the runs before and to themselves
+    const size_t width = static_cast<size_t>(cfg_.hidden_size);
+    for (int start = 0; start < length; start += chunk) {
+      const int rows = std::min(chunk, length - start);
+      StepInputs part;
+      part.rope = positions->tables(start, rows);
+      for (const NetInput& in : prefill.extra) part.extra.push_back(row_range(in, start, rows, length));
+      const std::vector<float> hidden(embeds.begin() + static_cast<std::ptrdiff_t>(start * width),
+                                      embeds.begin() + static_cast<std::ptrdiff_t>((start + rows) * width));
+      last = session.step(hidden, rows, part);
+    }
+  }
   std::vector<float> logits = decoder_->logits(last.data());
   result.prefill_seconds = now_seconds() - t0;
 

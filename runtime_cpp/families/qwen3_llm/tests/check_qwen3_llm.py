@@ -320,7 +320,7 @@ def bad_input(runner: Runner, trained: Path, tmp: Path) -> list[str]:
         on_trained.append(
             BadCase(
                 f"a prompt of {HUGE_PROMPT_WORDS} words, more than memory",
-                ["--prompt-file", "{tmp}/huge.txt", "--threads", "1"],
+                ["--prompt-file", "{tmp}/huge.txt", "--threads", "1", "--prefill-chunk", "0"],
                 "tokens: its prefill would need about ",
                 damage=_set(10**9, "max_positions"),
             )
@@ -361,6 +361,7 @@ def address_space_cap(runner: Runner, trained: Path, tmp: Path) -> list[str]:
     (model / "model.json").write_text(json.dumps(doc), encoding="utf-8")
     ids = ",".join(["5"] * CAPPED_PROMPT_IDS)
     command = [str(runner.program), "--model", str(model), "--ids", ids, "--gen", "2", "--threads", "1"]
+    command += ["--prefill-chunk", "0"]  # the whole prompt at once: the estimate the cap must refuse
 
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (CAPPED_ADDRESS_SPACE, CAPPED_ADDRESS_SPACE))
@@ -562,8 +563,8 @@ def batch(runner: Runner, trained: Path, tmp: Path) -> list[str]:
 
 def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
     """Issue 40 item 5's runs that succeed: --gen past the context says so (single run: one stderr line;
-    batch: stop "context"), and --prompt-file (a file, stdin, a byte order mark and \\r\\n) gives what
-    --prompt gives."""
+    batch: stop "context"), chunked prefill gives the whole prompt's tokens, and --prompt-file (a file,
+    stdin, a byte order mark and \\r\\n) gives what --prompt gives."""
     failures: list[str] = []
 
     def attempt(label: str, check: Any) -> None:
@@ -626,6 +627,37 @@ def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
             raise CheckFailed(f"exit {code}, stderr {err!r}, (stop, tokens) {stops}")
 
     attempt('batch: a request past the context ends with stop "context"', batch_context)
+
+    def chunked_prefill() -> None:
+        """The prompt fed in chunks (each run attending to the cache of the ones before) gives the tokens of
+        the whole prompt at once, on the trained model and on the tiny random one, whose near-ties show any
+        difference: chunk 1 (every row its own run), 7 (a last, shorter chunk), the default, and one past
+        the prompt."""
+        long_ids = [5 + (k * 37) % 200 for k in range(75)]
+        for model in (trained, runner.model):
+            args = [
+                "--ids",
+                _ids_arg(long_ids),
+                "--print-ids",
+                "--ignore-eos",
+                "--gen",
+                "12",
+                "--threads",
+                "1",
+            ]
+            whole = runner.run([*args, "--prefill-chunk", "0"], model=model).ids()["tokens"]
+            for chunk in ("1", "7", str(len(long_ids) + 1)):
+                got = runner.run([*args, "--prefill-chunk", chunk], model=model).ids()["tokens"]
+                if got != whole:
+                    raise CheckFailed(f"{model.name}, chunk {chunk}: {got} != whole prompt's {whole}")
+            default = runner.run(args, model=model).ids()["tokens"]
+            if default != whole:
+                raise CheckFailed(f"{model.name}, default chunk: {default} != {whole}")
+
+    attempt(
+        "--prefill-chunk 1, 7, past the prompt and the default give the whole prompt's tokens",
+        chunked_prefill,
+    )
 
     if not runner.tokenizer:
         print("skip --prompt-file: no tokenizer in this build")

@@ -34,6 +34,7 @@ struct CliArgs {
   std::vector<std::string> images;
   std::vector<std::string> pixel_files;
   int gen = 256;
+  int prefill_chunk = -1;  // --prefill-chunk N: GenerateOptions::prefill_chunk (0: whole); -1: its default
   int threads = 0;  // 0: ncnn's count of physical big cores; else 1 to kMaxThreads
   Precision precision = Precision::kFp32;
   bool int4_activations_int8 = false;  // --int4-activations int8 (NetFiles::quantize_int4_input)

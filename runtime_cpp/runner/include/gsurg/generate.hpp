@@ -22,6 +22,9 @@
 
 namespace gsurg {
 
+// Prompt rows per prefill run unless --prefill-chunk says otherwise (GenerateOptions::prefill_chunk).
+constexpr int kDefaultPrefillChunk = 512;
+
 struct GenerateOptions {
   int max_new_tokens = 256;
   bool ignore_eos = false;
@@ -30,6 +33,10 @@ struct GenerateOptions {
   // fed back after pick i is forced[i] (and the sampler's history holds the forced ones). Picks stop after
   // forced.size() tokens or max_new_tokens, whichever comes first; EOS stops nothing.
   std::vector<int> forced;
+  // The prompt's rows fed to the decoder per run: the prefill runs in chunks of this many rows (each
+  // attending to the cache of the ones before), so its attention memory grows with chunk x prompt length,
+  // not the prompt length squared; 0 feeds the whole prompt in one run.
+  int prefill_chunk = kDefaultPrefillChunk;
 };
 
 struct GenerateResult {
@@ -70,11 +77,13 @@ class Runtime {
   std::unique_ptr<Decoder> decoder_;
 };
 
-// The bytes a prefill of `length` prompt tokens is estimated to need beyond the loaded weights (runner/README.md,
-// the limits): 4·L²·(H + 1) for one layer's attention scores over H query heads (H = hidden_size /
-// decoder.rope.head_dim, at least 1) and the causal mask, plus 4·L·hidden_size·(2·num_layers + 4) for the
-// KV cache and the layer's activations. A double: it cannot overflow.
-double prefill_bytes_estimate(const ModelConfig& cfg, int64_t length);
+// The bytes a prefill of `length` prompt tokens, fed `chunk` rows per decoder run (chunk >= length or 0:
+// all at once), is estimated to need beyond the loaded weights (runner/README.md, the limits): with
+// C = min(chunk, length), 4·C·L·(H + 1) for one layer's attention scores over H query heads (H =
+// hidden_size / decoder.rope.head_dim, at least 1) and the causal mask, 4·L·hidden_size·(2·num_layers + 1)
+// for the KV cache and the prompt's embeddings, and 4·C·hidden_size·4 for one run's activations. A double:
+// it cannot overflow.
+double prefill_bytes_estimate(const ModelConfig& cfg, int64_t length, int64_t chunk);
 // How many more bytes this process may allocate, and which limit says so: on Linux the least of
 // MemAvailable (/proc/meminfo), the address-space limit (RLIMIT_AS, ulimit -v) less the process's VmSize
 // (/proc/self/status), and its cgroup v2 memory.max less memory.current; none (source "") elsewhere.
@@ -87,7 +96,7 @@ MemoryRoom available_memory();
 uint64_t available_memory_bytes();
 // Throws gsurg::Error (the prompt length, the estimate, the limit and its source) when the estimate exceeds
 // available_memory(); checks nothing when no limit is known.
-void check_prefill_memory(const ModelConfig& cfg, int64_t length);
+void check_prefill_memory(const ModelConfig& cfg, int64_t length, int64_t chunk);
 
 // Seconds on a monotonic clock (for stage times).
 double now_seconds();
