@@ -49,7 +49,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -145,16 +145,18 @@ def _ids_arg(ids: Sequence[int]) -> str:
 # --- greedy ---------------------------------------------------------------------------------------------
 
 
+def attempt(failures: list[str], label: str, check: Callable[[], None]) -> None:
+    """Run ``check``: "ok" and its label, or "FAIL" with the reason and its label added to ``failures``."""
+    try:
+        check()
+        print(f"ok   {label}", flush=True)
+    except CheckFailed as err:
+        print(f"FAIL {label}: {err}", flush=True)
+        failures.append(label)
+
+
 def greedy(runner: Runner, trained: Path) -> list[str]:
     failures: list[str] = []
-
-    def attempt(label: str, check: Any) -> None:
-        try:
-            check()
-            print(f"ok   {label}", flush=True)
-        except CheckFailed as err:
-            print(f"FAIL {label}: {err}", flush=True)
-            failures.append(label)
 
     tiny = Reference(runner.model)
     try:
@@ -170,7 +172,11 @@ def greedy(runner: Runner, trained: Path) -> list[str]:
                 if stopped != tiny.cut(want):
                     raise CheckFailed(f"without --ignore-eos: {stopped} vs {tiny.cut(want)}")
 
-            attempt(f"tiny, ids {list(ids)}: {NEW_TOKENS} tokens equal PyTorch's and the wheel's", tiny_case)
+            attempt(
+                failures,
+                f"tiny, ids {list(ids)}: {NEW_TOKENS} tokens equal PyTorch's and the wheel's",
+                tiny_case,
+            )
     finally:
         tiny.close()
 
@@ -192,7 +198,11 @@ def greedy(runner: Runner, trained: Path) -> list[str]:
                 if runner.tokenizer and result.text().decode("utf-8") != ref.answer_text(want):
                     raise CheckFailed(f"text {result.text()!r} vs {ref.answer_text(want)!r}")
 
-            attempt(f"trained, {text!r}: prompt ids, tokens and text equal the references'", trained_case)
+            attempt(
+                failures,
+                f"trained, {text!r}: prompt ids, tokens and text equal the references'",
+                trained_case,
+            )
     finally:
         ref.close()
     return failures
@@ -417,14 +427,6 @@ def single(runner: Runner, model: Path, request: dict[str, Any], gen: int) -> di
 def batch(runner: Runner, trained: Path, tmp: Path) -> list[str]:
     failures: list[str] = []
 
-    def attempt(label: str, check: Any) -> None:
-        try:
-            check()
-            print(f"ok   {label}", flush=True)
-        except CheckFailed as err:
-            print(f"FAIL {label}: {err}", flush=True)
-            failures.append(label)
-
     ref = Reference(trained)
     texts = [*questions()[:10], *OTHER_TEXTS]
     ref.close()
@@ -461,7 +463,7 @@ def batch(runner: Runner, trained: Path, tmp: Path) -> list[str]:
             raise CheckFailed(f"exit {code}, stderr {err!r}")
         same_as_single(results, range(1, len(requests) + 1))
 
-    attempt(f"{len(requests)} requests from a file equal their single runs", from_file)
+    attempt(failures, f"{len(requests)} requests from a file equal their single runs", from_file)
 
     def from_stdin() -> None:
         code, results, _ = run_batch(runner, trained, None, ["--gen", str(gen)], stdin=good.read_bytes())
@@ -469,7 +471,7 @@ def batch(runner: Runner, trained: Path, tmp: Path) -> list[str]:
             raise CheckFailed(f"exit {code}")
         same_as_single(results, range(1, len(requests) + 1))
 
-    attempt("the same requests from stdin (--batch -)", from_stdin)
+    attempt(failures, "the same requests from stdin (--batch -)", from_stdin)
 
     def line_ends() -> None:
         crlf = tmp / "crlf.jsonl"
@@ -483,7 +485,7 @@ def batch(runner: Runner, trained: Path, tmp: Path) -> list[str]:
             if got["tokens"] != want["tokens"]:
                 raise CheckFailed(f"line {got['line']}: {got['tokens']} vs {want['tokens']}")
 
-    attempt("a byte order mark, \\r\\n endings and blank lines", line_ends)
+    attempt(failures, "a byte order mark, \\r\\n endings and blank lines", line_ends)
 
     bad_lines = [
         ("{not json", None, "not valid JSON: "),
@@ -536,6 +538,7 @@ def batch(runner: Runner, trained: Path, tmp: Path) -> list[str]:
                 raise CheckFailed(f"line {number}: not reported on stderr: {err!r}")
 
     attempt(
+        failures,
         f"{len(bad_lines)} bad lines each answered with their error, the good ones after them right",
         bad_and_good,
     )
@@ -554,7 +557,11 @@ def batch(runner: Runner, trained: Path, tmp: Path) -> list[str]:
         if "names no tokenizer" not in second["error"] or second["prompt_ids"] != []:
             raise CheckFailed(f"the text request: {second}")
 
-    attempt("the tiny model (no tokenizer): ids answered with null text, a text prompt refused", tiny_ids)
+    attempt(
+        failures,
+        "the tiny model (no tokenizer): ids answered with null text, a text prompt refused",
+        tiny_ids,
+    )
     return failures
 
 
@@ -566,14 +573,6 @@ def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
     batch: stop "context"), chunked prefill gives the whole prompt's tokens, and --prompt-file (a file,
     stdin, a byte order mark and \\r\\n) gives what --prompt gives."""
     failures: list[str] = []
-
-    def attempt(label: str, check: Any) -> None:
-        try:
-            check()
-            print(f"ok   {label}", flush=True)
-        except CheckFailed as err:
-            print(f"FAIL {label}: {err}", flush=True)
-            failures.append(label)
 
     doc = read_model_json(trained, ("qwen3_llm",))
     context, eos = doc["max_positions"], doc["tokens"]["eos"]
@@ -593,7 +592,7 @@ def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
         if len(tokens) != room or result.stderr.strip() != want:
             raise CheckFailed(f"{len(tokens)} tokens (expected {room}), stderr {result.stderr!r}")
 
-    attempt(f"--gen past the context: {room} tokens and one stderr line saying so", past_context)
+    attempt(failures, f"--gen past the context: {room} tokens and one stderr line saying so", past_context)
 
     def within_context() -> None:
         for gen in (room, 4):
@@ -615,7 +614,7 @@ def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
             if not tokens or tokens[-1] not in eos or note in result.stderr:
                 raise CheckFailed(f"EOS first: tokens {tokens}, stderr {result.stderr!r}")
 
-    attempt("--gen within the context, or EOS first: no such line", within_context)
+    attempt(failures, "--gen within the context, or EOS first: no such line", within_context)
 
     def batch_context() -> None:
         path = tmp / "context.jsonl"
@@ -626,7 +625,7 @@ def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
         if code != 0 or err or stops != [("context", room), ("length", 4)]:
             raise CheckFailed(f"exit {code}, stderr {err!r}, (stop, tokens) {stops}")
 
-    attempt('batch: a request past the context ends with stop "context"', batch_context)
+    attempt(failures, 'batch: a request past the context ends with stop "context"', batch_context)
 
     def chunked_prefill() -> None:
         """The prompt fed in chunks (each run attending to the cache of the ones before) gives the tokens of
@@ -655,6 +654,7 @@ def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
                 raise CheckFailed(f"{model.name}, default chunk: {default} != {whole}")
 
     attempt(
+        failures,
         "--prefill-chunk 1, 7, past the prompt and the default give the whole prompt's tokens",
         chunked_prefill,
     )
@@ -675,7 +675,7 @@ def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
             if got != want:
                 raise CheckFailed(f"{got} vs --prompt's {want}")
 
-        attempt(f"--prompt-file, {label}: what --prompt gives", from_file)
+        attempt(failures, f"--prompt-file, {label}: what --prompt gives", from_file)
 
     def from_stdin() -> None:
         command = [*runner.wrapper, runner.program, "--model", str(trained), "--prompt-file", "-", *plain]
@@ -684,7 +684,7 @@ def limits(runner: Runner, trained: Path, tmp: Path) -> list[str]:
         if proc.returncode != 0 or not lines or json.loads(lines[-1]) != want:
             raise CheckFailed(f"exit {proc.returncode}, stdout {proc.stdout!r}, stderr {proc.stderr!r}")
 
-    attempt("--prompt-file - (stdin): what --prompt gives", from_stdin)
+    attempt(failures, "--prompt-file - (stdin): what --prompt gives", from_stdin)
     return failures
 
 
