@@ -10,9 +10,12 @@ settings and the curve.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import platform
+import shlex
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -77,3 +80,15 @@ class TrainingRecord:
         doc = asdict(self)
         doc.pop("started")
         path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+
+def training_args(module: str, description: str, argv: list[str] | None) -> tuple[Path, str]:
+    """A trainer's command line: ``OUT [--threads N]`` (torch's thread count set here; the fixtures used 2)
+    -> the checkpoint folder to write and the command as ``training.json`` records it."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
+    parser.add_argument("out", type=Path, help="the checkpoint folder to write")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (the fixtures used 2)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    given = argv if argv is not None else sys.argv[1:]
+    return args.out, f"python -m {module} " + " ".join(shlex.quote(a) for a in given)

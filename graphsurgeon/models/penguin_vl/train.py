@@ -36,11 +36,8 @@ one batch); batches of a chunk are shuffled with a seeded generator.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import math
-import shlex
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,7 +49,13 @@ import torch
 from torch import nn
 
 from graphsurgeon.evaluation import vqa
-from graphsurgeon.evaluation.lm_training import IGNORE, TrainingRecord, answer_batch, learning_rate
+from graphsurgeon.evaluation.lm_training import (
+    IGNORE,
+    TrainingRecord,
+    answer_batch,
+    learning_rate,
+    training_args,
+)
 from graphsurgeon.evaluation.scenes import COLORS, SHAPES
 from graphsurgeon.models.common.qwen3_layers import KVCache, rope_tables, run_layers, visible_keys
 
@@ -369,19 +372,12 @@ def evaluate_reference(folder: Path, items: Sequence[vqa.VqaItem]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", type=Path, help="the checkpoint folder to write")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (the fixture used 2)")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    command = "python -m graphsurgeon.models.penguin_vl.train " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
-    )
-    record = train(args.out, command)
+    out, command = training_args("graphsurgeon.models.penguin_vl.train", __doc__.split("\n\n")[0], argv)
+    record = train(out, command)
     result = record.result
     print(
         f"held-out accuracy {result['eval_accuracy']:.1%}, blank images {result['blank_accuracy']:.1%} "
-        f"(chance {result['chance_accuracy']:.1%}) -> {args.out}"
+        f"(chance {result['chance_accuracy']:.1%}) -> {out}"
     )
     return 0
 

@@ -18,10 +18,7 @@ The prompt of a question is its tokens; the answer is the tokens of ``" " + answ
 
 from __future__ import annotations
 
-import argparse
 import json
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,13 @@ import torch
 from safetensors.torch import save_file
 
 from graphsurgeon.evaluation import text_tasks
-from graphsurgeon.evaluation.lm_training import TrainingRecord, answer_batch, answer_loss, learning_rate
+from graphsurgeon.evaluation.lm_training import (
+    TrainingRecord,
+    answer_batch,
+    answer_loss,
+    learning_rate,
+    training_args,
+)
 from graphsurgeon.models.common.bpe_tokenizer import train_qwen2_bpe
 from graphsurgeon.models.common.qwen3_llm_config import config_from_dict
 from graphsurgeon.models.common.qwen3_llm_model import Qwen3ForCausalLM
@@ -179,16 +182,9 @@ def _write(out: Path, model: Qwen3ForCausalLM, tok: Any, raw: dict[str, Any], re
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", type=Path, help="the checkpoint folder to write")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (the fixture used 2)")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    command = "python -m graphsurgeon.models.qwen3_llm.train " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
-    )
-    record = train(args.out, command)
-    print(f"held-out accuracy {record.result['eval_accuracy']:.1%} -> {args.out}")
+    out, command = training_args("graphsurgeon.models.qwen3_llm.train", __doc__.split("\n\n")[0], argv)
+    record = train(out, command)
+    print(f"held-out accuracy {record.result['eval_accuracy']:.1%} -> {out}")
     return 0
 
 
