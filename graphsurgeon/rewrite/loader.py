@@ -33,7 +33,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.rewrite.read_scope import ReadScope
 from graphsurgeon.rewrite.rule_facts import config_fact, input_facts, json_files_fact
-from graphsurgeon.rewrite.rule_tree import RuleDef, read_tree, real_path, rule_defs, rules_seen, var_defs
+from graphsurgeon.rewrite.rule_paths import path_field, resolve_field
+from graphsurgeon.rewrite.rule_tree import RuleDef, read_tree, rule_defs, rules_seen, var_defs
 from graphsurgeon.rewrite.rulefile import RuleDefinition, RuleFile, written_graphs
 from graphsurgeon.rewrite.scope import Scope
 from graphsurgeon.rewrite.sections import CheckpointInput, HeaderSections, ModelInput, Outputs, Source
@@ -46,33 +47,6 @@ _LATE = ("graphs", "side_files")  # evaluated by finish(): they may read facts a
 _BOOL = TypeAdapter(bool)  # a `when` as pydantic reads it ("false", "no", 0 ...)
 _LEADING_VAR = re.compile(r"\s*\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}")
 _USE_KEYS = ("use", "expect", "vars")  # what a `use:` entry may give
-
-
-#: How deep includes may nest, and how many files one rule file may bring in.
-def _path_field(loc: tuple[Any, ...]) -> str | None:
-    """Which kind of path a field holds: "path", "module" (source.export), "template", or None."""
-    if loc in (("source", "export"), ("source", "config")):
-        return "module"
-    if loc in (("source", "checkpoint"), ("outputs", "dir")):
-        return "path"
-    if len(loc) == 3 and loc[0] == "inputs" and loc[2] in ("param", "bin"):
-        return "path"
-    if len(loc) == 3 and loc[0] == "checkpoints" and loc[2] == "path":
-        return "path"
-    if len(loc) == 3 and loc[0] == "side_files" and loc[2] in ("copy", "weight_map", "schema"):
-        return "path"
-    if len(loc) == 3 and loc[0] == "side_files" and loc[2] == "template":
-        return "template"
-    return None
-
-
-def _resolve(kind: str, value: str, base: Path, where: str) -> str:
-    if kind == "module":
-        module, sep, attr = value.rpartition(":")
-        if sep and (module.endswith(".py") or "/" in module or os.sep in module):
-            return f"{real_path(module, base, where)}:{attr}"
-        return value
-    return str(real_path(value, base, where))
 
 
 @dataclass
@@ -191,16 +165,12 @@ class RuleProgram:
             if isinstance(value, list):
                 return [walk(v, (*loc, i)) for i, v in enumerate(value)]
             rendered = self.scope.render(value, src.where(loc)) if isinstance(value, str) else value
-            kind = _path_field(loc)
+            kind = path_field(loc)
             if kind is None or not isinstance(rendered, str):
                 return rendered
             lead = _LEADING_VAR.match(value) if isinstance(value, str) else None
             origin = self.cwd if lead is not None and lead.group(1) in self.cli_vars else base
-            resolved = _resolve(kind, rendered, origin, src.where(loc))
-            if self.read_scope is not None and kind != "module" and loc != ("outputs", "dir"):
-                what = ".".join(map(str, loc))
-                self.read_scope.check(resolved, origin, src.where(loc), what, written=rendered)
-            return resolved
+            return resolve_field(kind, loc, rendered, origin, src.where(loc), self.read_scope)
 
         return walk(src.data[section], (section,))
 
