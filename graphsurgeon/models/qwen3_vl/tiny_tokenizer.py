@@ -15,6 +15,7 @@ only), user or assistant.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +80,9 @@ CHAT_TEMPLATE = """\
 """
 
 
-def build_tokenizer(bpe_vocab: int = BPE_VOCAB) -> Any:
-    """A ``transformers.Qwen2Tokenizer`` over the shared BPE trained to ``bpe_vocab`` entries, the special
+def build_tokenizer(bpe_vocab: int = BPE_VOCAB, lines: Sequence[str] | None = None) -> Any:
+    """A ``transformers.Qwen2Tokenizer`` over the shared BPE trained on ``lines`` (``corpus_lines()`` when
+    None) to ``bpe_vocab`` entries, the special
     tokens added in ``SPECIAL_TOKENS`` order, EOS ``<|im_end|>``, pad ``<|endoftext|>``, no BOS or UNK (as
     Qwen's), and ``CHAT_TEMPLATE``."""
     import json
@@ -88,7 +90,8 @@ def build_tokenizer(bpe_vocab: int = BPE_VOCAB) -> Any:
     from tokenizers import AddedToken
     from transformers import Qwen2Tokenizer
 
-    model = json.loads(train_qwen2_bpe(corpus_lines(), bpe_vocab).to_str())["model"]
+    trained = train_qwen2_bpe(corpus_lines() if lines is None else lines, bpe_vocab)
+    model = json.loads(trained.to_str())["model"]
     # the merges as pairs (tokenizers' BPE takes tuples, not the lists tokenizer.json holds); None for every
     # named token at first (the annotations say str), so that the special tokens take their ids in
     # SPECIAL_TOKENS order, not in the order the constructor would add eos and pad
@@ -110,8 +113,10 @@ def build_tokenizer(bpe_vocab: int = BPE_VOCAB) -> Any:
     return tok
 
 
-def write_tokenizer(folder: Path, bpe_vocab: int = BPE_VOCAB) -> dict[str, int]:
+def write_tokenizer(
+    folder: Path, bpe_vocab: int = BPE_VOCAB, lines: Sequence[str] | None = None
+) -> dict[str, int]:
     """Save ``build_tokenizer``'s tokenizer into ``folder``; the special tokens' ids."""
-    tok = build_tokenizer(bpe_vocab)
+    tok = build_tokenizer(bpe_vocab, lines)
     tok.save_pretrained(str(folder))
     return dict(zip(SPECIAL_TOKENS, tok.convert_tokens_to_ids(list(SPECIAL_TOKENS)), strict=True))

@@ -1,0 +1,102 @@
+"""The VLM fixtures' trainers (``graphsurgeon/models/{penguin_vl,qwen3_vl}/train.py``) on a few steps:
+the folder they write is a checkpoint of the family (its reference loads it), and the trainer's own
+batched forward — right-padded batches of one grid, the image rows scattered in by hand for Penguin-VL,
+transformers' model with an attention mask and the merger's rows captured for Qwen3-VL — gives the same
+greedy answers as the family's reference (``evaluate.reference_answers``, one item at a time through the
+official generate) on that checkpoint. Barely trained weights make each answer an arbitrary token string,
+so agreement item by item is a sharp check that training optimises the model the reference runs."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+from graphsurgeon.evaluation import vqa  # noqa: E402
+from graphsurgeon.evaluation.vqa_training import greedy_answers  # noqa: E402
+
+TINY = {"steps": 2, "eval_every": 2, "eval_items": 7, "chunk": 14, "whiten_items": 14, "batch": 8}
+ITEMS = 14  # two of every kind, several image sizes
+
+
+def _trained(family: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    train = importlib.import_module(f"graphsurgeon.models.{family}.train")
+    monkeypatch.setattr(train, "SETTINGS", dict(train.SETTINGS, **TINY))
+    monkeypatch.setattr(train, "final_result", lambda answer: {"answers": answer(vqa.eval_items(2))})
+    torch.set_num_threads(1)
+    record = train.train(folder, "test")
+    assert len(record.result["answers"]) == 2  # the reference loaded the folder it wrote
+    return train
+
+
+def _ids(tokens: list[int]) -> str:
+    """Tokens as text for ``greedy_answers``' decode: the comparison is of ids, not of their decoding."""
+    return " ".join(map(str, tokens))
+
+
+def _compare(train: Any, family: str, folder: Path, mine: list[str], eos: int) -> None:
+    evaluate = importlib.import_module(f"graphsurgeon.models.{family}.evaluate")
+    items = list(vqa.eval_items(ITEMS))
+    want = []
+    for _, tokens in evaluate.reference_answers(folder, items, train.MAX_ANSWER):
+        want.append(_ids(tokens[: tokens.index(eos)] if eos in tokens else tokens))
+    assert mine == want
+    assert len(set(want)) > 3  # arbitrary token strings, not one answer repeated
+
+
+def test_penguin_trainer_forward_answers_as_the_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "penguin"
+    train = _trained("penguin_vl", folder, monkeypatch)
+    from tokenizers import Tokenizer
+
+    from graphsurgeon.models.penguin_vl.config import load_files, processor_from_dict
+    from graphsurgeon.models.penguin_vl.model import load_model
+    from graphsurgeon.models.penguin_vl.tiny_tokenizer import IM_END
+
+    model = load_model(folder, load_files(folder)).eval()
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    processor = processor_from_dict(train.checkpoint_preprocessor())
+    data = train.samples(tok, processor, vqa.eval_items(ITEMS))
+    eos = tok.token_to_id(IM_END)
+    assert eos is not None
+    mine = greedy_answers(
+        lambda group, seqs: train.next_tokens(model, group, seqs, eos),
+        _ids,
+        data,
+        eos,
+        train.MAX_ANSWER,
+    )
+    _compare(train, "penguin_vl", folder, mine, eos)
+
+
+def test_qwen3_vl_trainer_forward_answers_as_the_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import transformers
+
+    folder = tmp_path / "qwen3_vl"
+    train = _trained("qwen3_vl", folder, monkeypatch)
+    from graphsurgeon.models.qwen3_vl.processor import load_processor
+    from graphsurgeon.models.qwen3_vl.tiny_tokenizer import ENDOFTEXT, IM_END
+
+    model = transformers.Qwen3VLForConditionalGeneration.from_pretrained(str(folder), dtype=torch.float32)
+    processor = load_processor(folder)
+    tok = processor.tokenizer
+    data = train.samples(processor, vqa.eval_items(ITEMS))
+    eos, pad = tok.convert_tokens_to_ids(IM_END), tok.convert_tokens_to_ids(ENDOFTEXT)
+    mine = greedy_answers(
+        lambda group, seqs: train.next_tokens(model.eval(), group, seqs, pad),
+        _ids,
+        data,
+        eos,
+        train.MAX_ANSWER,
+    )
+    _compare(train, "qwen3_vl", folder, mine, eos)
