@@ -2,8 +2,8 @@
 what every object the question names is. Training only; nothing here is in a checkpoint.
 
 A VQA answer is one token of supervision per image, and at the fixtures' size that is too little: trained
-on the answers alone, Penguin-VL's fixture learnt to count (pooled image energy is enough) and stayed at
-chance on colour, shape, relations, digits and words (``penguin_vl/train.py``'s history). Two auxiliary
+on the answers alone, the first VLM fixture learnt to count (pooled image energy is enough) and stayed at
+chance on colour, shape, relations, digits and words (its trainer's docstring has the history). Two auxiliary
 losses, each a linear head that is thrown away after training, give the model the signal the answers
 lack:
 

@@ -114,7 +114,7 @@ def init_weights(
     """Parameters whose names end with one of ``unit`` set to 1 (norm weights), biases 0, those ending
     with one of ``small`` normal(0, 0.02) (embeddings), every other matrix normal with std
     ``1/sqrt(fan_in)`` (transformers' fixed 0.02 is several times smaller at these widths: measured on
-    Penguin-VL's fixture, the encoder then needs several times more steps to tell two digits apart)."""
+    the first VLM fixture, the encoder then needs several times more steps to tell two digits apart)."""
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in named:
