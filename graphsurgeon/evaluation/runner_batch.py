@@ -11,6 +11,7 @@ so its answers carry none: agreement and KL are not measured for them (``run.eva
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -52,6 +53,20 @@ class RunnerOptions:
             raise EvalError(
                 f"int4 activations {self.int4_activations!r}: expected one of {', '.join(INT4_ACTIVATIONS)}"
             )
+
+
+def image_request(item: Question, workdir: Path) -> dict[str, Any]:
+    """A batch request for a family whose runner takes the question as its prompt and the image as a
+    file: the item's image written losslessly (PNG) into ``workdir``, named by its pixels' digest (equal
+    images, such as the blank ones of one size, share a file); a text question has no image."""
+    image = getattr(item, "image", None)
+    if image is None:
+        return {"prompt": item.question}
+    digest = hashlib.sha256(f"{image.mode} {image.size}".encode() + image.tobytes()).hexdigest()[:20]
+    name = f"image-{digest}.png"
+    if not (workdir / name).exists():
+        image.save(workdir / name, format="PNG")
+    return {"prompt": item.question, "images": [name]}
 
 
 def _requester(family_name: str, folder: Path) -> Callable[[Question, Path], dict[str, Any]]:

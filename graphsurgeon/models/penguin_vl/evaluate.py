@@ -12,7 +12,6 @@ An item without an image (a text question) is asked as a text-only prompt.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import numpy as np
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.evaluation.answers import Answer, Question
 from graphsurgeon.evaluation.errors import EvalError
+from graphsurgeon.evaluation.runner_batch import image_request
 from graphsurgeon.verify.ncnn_fp32 import Precision
 
 from .config import IMAGE_TOKEN, processor_from_dict
@@ -85,14 +85,7 @@ def batch_request(item: Question, workdir: Path) -> dict[str, Any]:
     penguin_vl family wraps in the same chat template with one ``<image>`` per patch, and the item's image
     written losslessly (PNG) into ``workdir``, named by its pixels' digest (equal images, such as the blank
     ones of one size, share a file). A text question has no image."""
-    image = getattr(item, "image", None)
-    if image is None:
-        return {"prompt": item.question}
-    digest = hashlib.sha256(f"{image.mode} {image.size}".encode() + image.tobytes()).hexdigest()[:20]
-    name = f"image-{digest}.png"
-    if not (workdir / name).exists():
-        image.save(workdir / name, format="PNG")
-    return {"prompt": item.question, "images": [name]}
+    return image_request(item, workdir)
 
 
 def reference_answers(

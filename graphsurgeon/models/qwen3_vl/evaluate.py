@@ -14,7 +14,6 @@ An item without an image (a text question) is asked as a text-only prompt (the s
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from typing import Any
 from graphsurgeon.errors import GsurgError
 from graphsurgeon.evaluation.answers import Answer, Question
 from graphsurgeon.evaluation.errors import EvalError
+from graphsurgeon.evaluation.runner_batch import image_request
 from graphsurgeon.formats.model_json import check_model_json
 from graphsurgeon.verify.errors import VerifyError
 from graphsurgeon.verify.ncnn_fp32 import Precision
@@ -179,14 +179,7 @@ def batch_request(item: Question, workdir: Path) -> dict[str, Any]:
     ``<|vision_end|>``, then the text), and the item's image written losslessly (PNG) into ``workdir``,
     named by its pixels' digest (equal images, such as the blank ones of one size, share a file). A text
     question has no image."""
-    image = getattr(item, "image", None)
-    if image is None:
-        return {"prompt": item.question}
-    digest = hashlib.sha256(f"{image.mode} {image.size}".encode() + image.tobytes()).hexdigest()[:20]
-    name = f"image-{digest}.png"
-    if not (workdir / name).exists():
-        image.save(workdir / name, format="PNG")
-    return {"prompt": item.question, "images": [name]}
+    return image_request(item, workdir)
 
 
 def reference_answers(

@@ -139,7 +139,9 @@ def draw(name: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
     return (centre + scale * rng.standard_normal(shape)).astype(np.float32)
 
 
-def image_processor() -> Any:
+def image_processor(min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS) -> Any:
+    """The image processor the checkpoint saves: ``VISION_CONFIG``'s patching, mean/std 0.5, and the pixel
+    budget ``size`` {shortest_edge: ``min_pixels``, longest_edge: ``max_pixels``}."""
     from transformers import Qwen2VLImageProcessorPil
 
     return Qwen2VLImageProcessorPil(
@@ -148,7 +150,7 @@ def image_processor() -> Any:
         merge_size=VISION_CONFIG["spatial_merge_size"],
         image_mean=[0.5, 0.5, 0.5],
         image_std=[0.5, 0.5, 0.5],
-        size={"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},
+        size={"shortest_edge": min_pixels, "longest_edge": max_pixels},
     )
 
 

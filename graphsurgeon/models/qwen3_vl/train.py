@@ -75,6 +75,7 @@ from graphsurgeon.evaluation.vqa_training import (
 
 from .evaluate import reference_answers
 from .make_tiny import TEXT_CONFIG, VISION_CONFIG
+from .make_tiny import image_processor as tiny_image_processor
 from .processor import ImageTextProcessor, user_turn
 from .tiny_tokenizer import (
     ENDOFTEXT,
@@ -142,20 +143,9 @@ def hf_config(ids: dict[str, int]) -> Any:
 
 
 def image_processor() -> Any:
-    from transformers import Qwen2VLImageProcessorPil
-
+    """``make_tiny``'s image processor with the fixture's pixel budget (``min/max_merged_tokens``)."""
     unit = (VISION_CONFIG["patch_size"] * VISION_CONFIG["spatial_merge_size"]) ** 2
-    return Qwen2VLImageProcessorPil(
-        patch_size=VISION_CONFIG["patch_size"],
-        temporal_patch_size=VISION_CONFIG["temporal_patch_size"],
-        merge_size=VISION_CONFIG["spatial_merge_size"],
-        image_mean=[0.5, 0.5, 0.5],
-        image_std=[0.5, 0.5, 0.5],
-        size={
-            "shortest_edge": SETTINGS["min_merged_tokens"] * unit,
-            "longest_edge": SETTINGS["max_merged_tokens"] * unit,
-        },
-    )
+    return tiny_image_processor(SETTINGS["min_merged_tokens"] * unit, SETTINGS["max_merged_tokens"] * unit)
 
 
 def samples(processor: ImageTextProcessor, items: Sequence[vqa.VqaItem]) -> list[VqaSample]:
