@@ -80,11 +80,12 @@ def patch_targets(item: VqaItem, resized: np.ndarray, patch: int) -> np.ndarray:
     h, w = resized.shape[:2]
     if resized.ndim != 3 or h % patch or w % patch:
         raise ValueError(f"a resized image is [h, w, 3] with sides multiples of {patch}: got {resized.shape}")
-    distance = ((resized.astype(np.float32)[:, :, None, :] - PALETTE) ** 2).sum(-1)
-    nearest = distance.argmin(-1)
+    nearest = _nearest_palette(resized)
     blocks = nearest.reshape(h // patch, patch, w // patch, patch).transpose(0, 2, 1, 3)
     blocks = blocks.reshape(-1, patch * patch)
-    cover = np.stack([(blocks == k).sum(1) for k in range(len(PALETTE))], axis=1)
+    owner = np.repeat(np.arange(len(blocks)) * len(PALETTE), patch * patch)
+    cover = np.bincount(owner + blocks.ravel(), minlength=len(blocks) * len(PALETTE))
+    cover = cover.reshape(len(blocks), len(PALETTE))
     cover[:, 0] = 0
     color = cover.argmax(1)
     color[cover.max(1) < MIN_COVER * patch * patch] = 0
@@ -101,6 +102,17 @@ def patch_targets(item: VqaItem, resized: np.ndarray, patch: int) -> np.ndarray:
             shape, (row, col) = found
             out[k, 1:4] = SHAPES.index(shape), row, col
     return out
+
+
+def _nearest_palette(image: np.ndarray) -> np.ndarray:
+    """``[h, w]`` index of each pixel's nearest ``PALETTE`` colour by squared distance (float32, exact for
+    8-bit pixels), the first of equals winning as ``argmin`` picks; computed once per distinct colour (a
+    flat scene resampled holds a few hundred)."""
+    packed = image.astype(np.int32) @ np.array([1 << 16, 1 << 8, 1], dtype=np.int32)
+    colours, where = np.unique(packed, return_inverse=True)
+    rgb = np.stack([colours >> 16, (colours >> 8) & 255, colours & 255], axis=1).astype(np.float32)
+    nearest = ((rgb[:, None, :] - PALETTE) ** 2).sum(-1).argmin(-1)
+    return nearest[where.reshape(image.shape[:2])]
 
 
 def naming_tokens(encode: Callable[[str], Sequence[int]]) -> dict[int, str]:
