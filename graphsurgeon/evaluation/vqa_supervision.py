@@ -81,8 +81,8 @@ def patch_targets(item: VqaItem, resized: np.ndarray, patch: int) -> np.ndarray:
     if resized.ndim != 3 or h % patch or w % patch:
         raise ValueError(f"a resized image is [h, w, 3] with sides multiples of {patch}: got {resized.shape}")
     nearest = _nearest_palette(resized)
-    blocks = nearest.reshape(h // patch, patch, w // patch, patch).transpose(0, 2, 1, 3)
-    blocks = blocks.reshape(-1, patch * patch)
+    tiles = nearest.reshape(h // patch, patch, w // patch, patch).transpose(0, 2, 1, 3)
+    blocks = tiles.reshape(-1, patch * patch)
     owner = np.repeat(np.arange(len(blocks)) * len(PALETTE), patch * patch)
     cover = np.bincount(owner + blocks.ravel(), minlength=len(blocks) * len(PALETTE))
     cover = cover.reshape(len(blocks), len(PALETTE))
