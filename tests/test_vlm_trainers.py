@@ -1,7 +1,9 @@
-"""The VLM fixtures' trainers (``graphsurgeon/models/{penguin_vl,qwen3_vl}/train.py``) on a few steps:
+"""The VLM fixtures' trainers (``graphsurgeon/models/{penguin_vl,qwen3_vl,minicpm_v2}/train.py``) on a few
+steps:
 the folder they write is a checkpoint of the family (its reference loads it), and the trainer's own
 batched forward — right-padded batches of one grid, the image rows scattered in by hand for Penguin-VL,
-transformers' model with an attention mask and the merger's rows captured for Qwen3-VL — gives the same
+transformers' model with an attention mask and the merger's rows captured for Qwen3-VL, every sub-image
+(overview and slices) grouped by patch grid through the ViT and resampler for MiniCPM-V-2 — gives the same
 greedy answers as the family's reference (``evaluate.reference_answers``, one item at a time through the
 official generate) on that checkpoint. Barely trained weights make each answer an arbitrary token string,
 so agreement item by item is a sharp check that training optimises the model the reference runs."""
@@ -40,9 +42,11 @@ def _ids(tokens: list[int]) -> str:
     return " ".join(map(str, tokens))
 
 
-def _compare(train: Any, family: str, folder: Path, mine: list[str], eos: int) -> None:
+def _compare(
+    train: Any, family: str, folder: Path, mine: list[str], eos: int, items: list[Any] | None = None
+) -> None:
     evaluate = importlib.import_module(f"graphsurgeon.models.{family}.evaluate")
-    items = list(vqa.eval_items(ITEMS))
+    items = list(vqa.eval_items(ITEMS)) if items is None else items
     want = []
     for _, tokens in evaluate.reference_answers(folder, items, train.MAX_ANSWER):
         want.append(_ids(tokens[: tokens.index(eos)] if eos in tokens else tokens))
@@ -100,3 +104,33 @@ def test_qwen3_vl_trainer_forward_answers_as_the_reference(
         train.MAX_ANSWER,
     )
     _compare(train, "qwen3_vl", folder, mine, eos)
+
+
+def test_minicpm_v2_trainer_forward_answers_as_the_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "minicpm_v2"
+    train = _trained("minicpm_v2", folder, monkeypatch)
+    from tokenizers import Tokenizer
+
+    from graphsurgeon.models.minicpm_v2.config import load_config
+    from graphsurgeon.models.minicpm_v2.model import load_model
+    from graphsurgeon.models.minicpm_v2.tiny_tokenizer import EOS
+
+    model = load_model(folder)
+    cfg = load_config(folder)
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    items = [*vqa.eval_items(ITEMS), *vqa.eval_items(21, sizes=vqa.SIZES[2:])]  # every size
+    data = train.samples(tok, cfg, items)
+    assert {s.item.size for s in data} == set(vqa.SIZES)
+    assert {len(train.sub_grids(s, cfg)) for s in data} == {3}  # an overview and two slices each
+    eos = tok.token_to_id(EOS)
+    assert eos in cfg.eos_token_ids
+    mine = greedy_answers(
+        lambda group, seqs: train.next_tokens(model, group, seqs, eos),
+        _ids,
+        data,
+        eos,
+        train.MAX_ANSWER,
+    )
+    _compare(train, "minicpm_v2", folder, mine, eos, items)

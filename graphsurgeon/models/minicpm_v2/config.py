@@ -75,6 +75,9 @@ VISION_ENCODERS: dict[str, VisionArch] = {
     # registered under this name with timm by tests/goldens/minicpm_v2/make_model_goldens.py to run the
     # official code on it. 32 wide, 3 blocks (2 kept), 2 heads, mlp_ratio 3.7362 -> 119, a 4x4 table.
     "gsurg_tiny_patch14_siglip_56": VisionArch(32, 3, 2, 119, 14, 56),
+    # The VQA fixture's encoder (train.py): 96 wide, 4 blocks (3 kept), 3 heads of 32, MLP 256, an 8x8
+    # table. Not a timm model: no official run checks it, the reference and the conversion read it.
+    "gsurg_vqa_patch14_siglip_112": VisionArch(96, 4, 3, 256, 14, 112),
 }
 
 
