@@ -14,6 +14,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -134,3 +136,25 @@ def test_minicpm_v2_trainer_forward_answers_as_the_reference(
         train.MAX_ANSWER,
     )
     _compare(train, "minicpm_v2", folder, mine, eos, items)
+
+
+def test_qwen3_vl_patch_targets_follow_the_processors_patch_order() -> None:
+    """The ViT's per-patch targets are put in the order of the processor's pixel rows: an image whose
+    16-px patches are each one grey level (their row-major index) comes out of transformers' processor in
+    the order ``merge_block_order`` gives, checked also against the order written out by hand."""
+    from PIL import Image
+
+    from graphsurgeon.models.qwen3_vl.train import image_processor, merge_block_order
+
+    gh, gw = 4, 6
+    levels = (np.arange(gh * gw) * 10).reshape(gh, gw).astype(np.uint8)
+    image = Image.fromarray(np.kron(levels, np.ones((16, 16), dtype=np.uint8))).convert("RGB")
+    processor = image_processor()
+    processor.size = {"shortest_edge": 16 * 16 * gh * gw, "longest_edge": 16 * 16 * gh * gw}
+    got = processor(images=[image], return_tensors="np")
+    assert [int(v) for v in got["image_grid_thw"][0]] == [1, gh, gw]
+    first = got["pixel_values"][:, 0]  # the red channel's first pixel of each patch row
+    seen = np.argsort(np.argsort(first))  # the rank of each row's grey level = its row-major index
+    want = merge_block_order(np.arange(gh * gw)[:, None], gh, gw)[:, 0]
+    assert seen.tolist() == want.tolist()
+    assert want[:8].tolist() == [0, 1, 6, 7, 2, 3, 8, 9]
