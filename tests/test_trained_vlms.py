@@ -29,7 +29,7 @@ from graphsurgeon.registry import find_family
 
 pytestmark = pytest.mark.usefixtures("shared_exports")
 
-FAMILIES = ["penguin_vl"]  # the VLM families that ship a trained fixture
+FAMILIES = ["penguin_vl", "qwen3_vl"]  # the VLM families that ship a trained fixture
 TOKENS = 4  # two answer words and EOS fit (the trainer's MAX_ANSWER)
 LIMIT = 70  # items the ncnn runs answer here: every kind and image size among them
 
