@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 import pytest
 
 torch = pytest.importorskip("torch")
