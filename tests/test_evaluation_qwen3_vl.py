@@ -34,6 +34,7 @@ from graphsurgeon.evaluation.runner_batch import RunnerOptions, runner_answers
 from graphsurgeon.models.qwen3_vl.evaluate import batch_request, open_conversion, reference_answers
 from graphsurgeon.registry import find_family
 from tests.runtime_build import fresh_runner
+from tests.vqa_batch_checks import check_batch_requests
 
 pytestmark = pytest.mark.usefixtures("shared_exports")
 
@@ -138,17 +139,7 @@ def test_eval_reports_both_sets_and_scores_int8_against_fp32(
 
 
 def test_batch_requests_write_each_image_once(tmp_path: Path, items: list[vqa.VqaItem]) -> None:
-    requests = [batch_request(item, tmp_path) for item in items]
-    assert all(r["prompt"] == i.question for r, i in zip(requests, items, strict=True))
-    names = [r["images"][0] for r in requests]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(names))
-    from PIL import Image
-
-    for request, item in zip(requests, items, strict=True):
-        with Image.open(tmp_path / request["images"][0]) as image:
-            assert image.size == item.size and image.tobytes() == item.image.convert("RGB").tobytes()
-    blanks = {batch_request(vqa.blank(i), tmp_path)["images"][0] for i in items}
-    assert len(blanks) == len({i.size for i in items})  # one file per blank size
+    check_batch_requests(batch_request, items, tmp_path)
 
 
 def test_the_wheel_prompt_is_the_runtime_prompt(

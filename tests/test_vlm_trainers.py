@@ -44,8 +44,17 @@ def _ids(tokens: list[int]) -> str:
 
 
 def _compare(
-    train: Any, family: str, folder: Path, mine: list[str], eos: int, items: list[Any] | None = None
+    train: Any,
+    family: str,
+    folder: Path,
+    next_tokens: Any,
+    data: list[Any],
+    eos: int,
+    items: list[Any] | None = None,
 ) -> None:
+    """The trainer's greedy answers on ``data`` (``next_tokens``: its batched step) against the family
+    reference's on ``items`` (default: the first ``ITEMS`` held-out ones), token ids item by item."""
+    mine = greedy_answers(next_tokens, _ids, data, eos, train.MAX_ANSWER)
     evaluate = importlib.import_module(f"graphsurgeon.models.{family}.evaluate")
     items = list(vqa.eval_items(ITEMS)) if items is None else items
     want = []
@@ -72,14 +81,9 @@ def test_penguin_trainer_forward_answers_as_the_reference(
     data = train.samples(tok, processor, vqa.eval_items(ITEMS))
     eos = tok.token_to_id(IM_END)
     assert eos is not None
-    mine = greedy_answers(
-        lambda group, seqs: train.next_tokens(model, group, seqs, eos),
-        _ids,
-        data,
-        eos,
-        train.MAX_ANSWER,
+    _compare(
+        train, "penguin_vl", folder, lambda group, seqs: train.next_tokens(model, group, seqs, eos), data, eos
     )
-    _compare(train, "penguin_vl", folder, mine, eos)
 
 
 def test_qwen3_vl_trainer_forward_answers_as_the_reference(
@@ -97,14 +101,14 @@ def test_qwen3_vl_trainer_forward_answers_as_the_reference(
     tok = processor.tokenizer
     data = train.samples(processor, vqa.eval_items(ITEMS))
     eos, pad = tok.convert_tokens_to_ids(IM_END), tok.convert_tokens_to_ids(ENDOFTEXT)
-    mine = greedy_answers(
+    _compare(
+        train,
+        "qwen3_vl",
+        folder,
         lambda group, seqs: train.next_tokens(model.eval(), group, seqs, pad),
-        _ids,
         data,
         eos,
-        train.MAX_ANSWER,
     )
-    _compare(train, "qwen3_vl", folder, mine, eos)
 
 
 def test_minicpm_v2_trainer_forward_answers_as_the_reference(
@@ -127,14 +131,15 @@ def test_minicpm_v2_trainer_forward_answers_as_the_reference(
     assert {len(train.sub_grids(s, cfg)) for s in data} == {3}  # an overview and two slices each
     eos = tok.token_to_id(EOS)
     assert eos in cfg.eos_token_ids
-    mine = greedy_answers(
+    _compare(
+        train,
+        "minicpm_v2",
+        folder,
         lambda group, seqs: train.next_tokens(model, group, seqs, eos),
-        _ids,
         data,
         eos,
-        train.MAX_ANSWER,
+        items,
     )
-    _compare(train, "minicpm_v2", folder, mine, eos, items)
 
 
 def test_qwen3_vl_patch_targets_follow_the_processors_patch_order() -> None:

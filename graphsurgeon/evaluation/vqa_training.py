@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ import torch
 from torch import nn
 
 from . import vqa
-from .lm_training import TrainingRecord, learning_rate
+from .lm_training import TrainingRecord, learning_rate, training_args
 from .vqa_supervision import AuxiliaryHeads
 
 
@@ -203,3 +204,18 @@ class Trainer:
                 seconds = time.monotonic() - record.started
                 print(f"step {step}: loss {value:.4f} ({seconds:.0f} s)", flush=True)
         self.set_mode(False)
+
+
+def trainer_main(
+    module: str, doc: str, train: Callable[[Path, str], TrainingRecord], argv: list[str] | None
+) -> int:
+    """A VLM trainer's command line (``lm_training.training_args``: ``OUT [--threads N]``, the first
+    paragraph of ``doc`` as its description): train into OUT, then print the held-out accuracy with the
+    images and blanked, beside chance."""
+    out, command = training_args(module, doc.split("\n\n")[0], argv)
+    result = train(out, command).result
+    print(
+        f"held-out accuracy {result['eval_accuracy']:.1%}, blank images {result['blank_accuracy']:.1%} "
+        f"(chance {result['chance_accuracy']:.1%}) -> {out}"
+    )
+    return 0

@@ -56,7 +56,7 @@ import torch
 from torch import nn
 
 from graphsurgeon.evaluation import vqa
-from graphsurgeon.evaluation.lm_training import IGNORE, TrainingRecord, answer_batch, training_args
+from graphsurgeon.evaluation.lm_training import IGNORE, TrainingRecord, answer_batch
 from graphsurgeon.evaluation.patch_whitening import whitened_filters
 from graphsurgeon.evaluation.vqa_supervision import (
     AuxiliaryHeads,
@@ -72,6 +72,7 @@ from graphsurgeon.evaluation.vqa_training import (
     final_result,
     greedy_answers,
     init_weights,
+    trainer_main,
 )
 from graphsurgeon.models.common.tiny_checkpoint import write_json, write_weights
 
@@ -270,14 +271,7 @@ def train(out: Path, command: str) -> TrainingRecord:
 
 
 def main(argv: list[str] | None = None) -> int:
-    out, command = training_args("graphsurgeon.models.minicpm_v2.train", __doc__.split("\n\n")[0], argv)
-    record = train(out, command)
-    result = record.result
-    print(
-        f"held-out accuracy {result['eval_accuracy']:.1%}, blank images {result['blank_accuracy']:.1%} "
-        f"(chance {result['chance_accuracy']:.1%}) -> {out}"
-    )
-    return 0
+    return trainer_main("graphsurgeon.models.minicpm_v2.train", __doc__, train, argv)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -76,7 +76,6 @@ from graphsurgeon.evaluation.lm_training import (
     IGNORE,
     TrainingRecord,
     answer_batch,
-    training_args,
 )
 from graphsurgeon.evaluation.patch_whitening import whitened_filters
 from graphsurgeon.evaluation.vqa_supervision import (
@@ -93,6 +92,7 @@ from graphsurgeon.evaluation.vqa_training import (
     final_result,
     greedy_answers,
     init_weights,
+    trainer_main,
 )
 
 from .evaluate import reference_answers
@@ -263,9 +263,7 @@ def batch_loss(
     grounded = layers[SETTINGS["grounding_layer"]]
     loss = answers + SETTINGS["auxiliary_weight"] * auxiliary_loss(heads[0], batch, features, grounded)
     if SETTINGS["patch_weight"]:
-        fine = [
-            replace(s, patch_targets=s.vit_targets, named=[]) for s in batch if isinstance(s, Qwen3VLSample)
-        ]
+        fine = [replace(s, patch_targets=cast(Qwen3VLSample, s).vit_targets, named=[]) for s in batch]
         loss = loss + SETTINGS["patch_weight"] * auxiliary_loss(heads[1], fine, patches, hidden)
     return loss
 
@@ -346,14 +344,7 @@ def write_folder(out: Path, model: Any, processor: ImageTextProcessor) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    out, command = training_args("graphsurgeon.models.qwen3_vl.train", __doc__.split("\n\n")[0], argv)
-    record = train(out, command)
-    result = record.result
-    print(
-        f"held-out accuracy {result['eval_accuracy']:.1%}, blank images {result['blank_accuracy']:.1%} "
-        f"(chance {result['chance_accuracy']:.1%}) -> {out}"
-    )
-    return 0
+    return trainer_main("graphsurgeon.models.qwen3_vl.train", __doc__, train, argv)
 
 
 if __name__ == "__main__":
