@@ -22,8 +22,10 @@ transformers = pytest.importorskip("transformers")
 
 from graphsurgeon.errors import GsurgError  # noqa: E402
 from graphsurgeon.formats.safetensors import CheckpointError  # noqa: E402
-from graphsurgeon.models.qwen3_vl.config import facts, load_config, load_image_processor  # noqa: E402
+from graphsurgeon.models.qwen3_vl.config import load_config  # noqa: E402
 from graphsurgeon.models.qwen3_vl.make_tiny import SHIPPED, write_transformers_4_style  # noqa: E402
+from graphsurgeon.models.qwen3_vl.processor_config import load_image_processor  # noqa: E402
+from graphsurgeon.models.qwen3_vl.rule_facts import facts  # noqa: E402
 
 Edit = Callable[[dict[str, Any]], None]
 

@@ -36,17 +36,11 @@ a DeepStack index outside ``[0, depth)``, repeated or out of order, or more taps
 is added after LLM layer k); a ViT head size that is not a multiple of 4 (its RoPE splits each half into
 rows and columns); a token id outside the vocabulary, or the tokenizer disagreeing.
 
-``load_image_processor(DIR)`` reads ``preprocessor_config.json`` (``ImageProcessorConfig``: the resize
-budget, ``min_pixels`` / ``max_pixels`` when present, else ``size.shortest_edge`` / ``size.longest_edge``,
-as ``Qwen2VLImageProcessorPil`` takes them; patch, temporal patch and merge sizes, which must be the
-vision config's; mean, std, rescale factor, bicubic resampling). Its class defaults are Qwen2-VL's (patch
-14, CLIP mean and std, another budget), so those keys must be present.
-
 Keys whose transformers default is the whole family's (``in_channels`` 3, ``patch_size`` 16,
 ``temporal_patch_size`` 2, ``spatial_merge_size`` 2, ``hidden_act``) may be absent; the sizes whose class
 defaults belong to larger members (``depth``, ``hidden_size``, ... ``deepstack_visual_indexes``) and the
-token ids must be present. ``facts(DIR)`` is what a rule file reads as ``config.*`` (``source.config``).
-No torch here.
+token ids must be present. The image processor's settings: ``processor_config``; what a rule file reads as
+``config.*``: ``rule_facts``. No torch here.
 """
 
 from __future__ import annotations
@@ -64,19 +58,16 @@ from graphsurgeon.models.common.hf_config import (
     boolean,
     eos_token_ids,
     integer,
-    number_triple,
     positive,
     read_config_folder,
-    read_json,
     rope_settings,
     token_ids,
 )
-from graphsurgeon.models.common.qwen3_config import TextConfig, llm_facts, text_fields
+from graphsurgeon.models.common.qwen3_config import TextConfig, text_fields
 
 from .tiny_tokenizer import IMAGE_PAD, VIDEO_PAD, VISION_END, VISION_START
 
 CONFIG = "config.json"
-PREPROCESSOR = "preprocessor_config.json"
 TOKENIZER = "tokenizer.json"
 MODEL_TYPE = "qwen3_vl"
 VISION_ACT = "gelu_pytorch_tanh"
@@ -167,27 +158,6 @@ class Qwen3VLConfig:
     def deepstack_layers(self) -> int:
         """How many LLM layers take a DeepStack feature (feature k after layer k, on prefill)."""
         return len(self.vision.deepstack_visual_indexes)
-
-
-@dataclass(frozen=True)
-class ImageProcessorConfig:
-    """``preprocessor_config.json`` as ``Qwen2VLImageProcessorPil`` reads it."""
-
-    patch_size: int
-    temporal_patch_size: int
-    merge_size: int
-    min_pixels: int
-    max_pixels: int
-    image_mean: tuple[float, float, float]
-    image_std: tuple[float, float, float]
-    rescale_factor: float
-    resample: int  # a PIL filter number: 3, BICUBIC
-    do_convert_rgb: bool
-
-    @property
-    def factor(self) -> int:
-        """Resized sides are multiples of ``patch_size * merge_size`` (smart_resize's factor)."""
-        return self.patch_size * self.merge_size
 
 
 def _section(raw: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
@@ -380,111 +350,3 @@ def load_config(folder: Path | str) -> Qwen3VLConfig:
     cfg = replace(cfg, eos_ids=eos_token_ids(folder, raw, cfg.text.vocab_size))
     _check_tokenizer(folder, cfg, cfg_path)
     return cfg
-
-
-def _budget(raw: Mapping[str, Any], where: str, key: str, size_key: str) -> int:
-    """``min_pixels`` / ``max_pixels`` win over ``size`` (as ``Qwen2VLImageProcessorPil.__init__`` has it)."""
-    if key in raw:
-        return integer(raw, key, where)
-    size = raw.get("size")
-    if not isinstance(size, Mapping) or size_key not in size:
-        raise CheckpointError(
-            f"{where}: no {key} or size.{size_key} (transformers would silently use Qwen2-VL's budget)"
-        )
-    return integer(size, size_key, f"{where}: size")
-
-
-def image_processor_from_dict(
-    raw: Mapping[str, Any], where: str = PREPROCESSOR, vision: VisionConfig | None = None
-) -> ImageProcessorConfig:
-    """Validate a parsed ``preprocessor_config.json``; with ``vision``, its sizes must be that config's."""
-    for key in ("do_resize", "do_rescale", "do_normalize"):
-        if not boolean(raw, key, where, True):
-            raise CheckpointError(f"{where}: {key} false is not supported")
-    resample = integer(raw, "resample", where, minimum=0) if "resample" in raw else 3
-    if resample != 3:
-        raise CheckpointError(f"{where}: resample {resample} is not supported (only 3, PIL BICUBIC)")
-    std = number_triple(raw, "image_std", where)
-    if any(v <= 0 for v in std):
-        raise CheckpointError(f"{where}: image_std {list(std)} must be positive")
-    cfg = ImageProcessorConfig(
-        patch_size=integer(raw, "patch_size", where),
-        temporal_patch_size=integer(raw, "temporal_patch_size", where) if "temporal_patch_size" in raw else 2,
-        merge_size=integer(raw, "merge_size", where) if "merge_size" in raw else 2,
-        min_pixels=_budget(raw, where, "min_pixels", "shortest_edge"),
-        max_pixels=_budget(raw, where, "max_pixels", "longest_edge"),
-        image_mean=number_triple(raw, "image_mean", where),
-        image_std=std,
-        rescale_factor=positive(raw, "rescale_factor", where) if "rescale_factor" in raw else 1 / 255,
-        resample=resample,
-        do_convert_rgb=boolean(raw, "do_convert_rgb", where, True),
-    )
-    if cfg.min_pixels > cfg.max_pixels:
-        raise CheckpointError(f"{where}: min_pixels {cfg.min_pixels} exceeds max_pixels {cfg.max_pixels}")
-    if vision is not None:
-        for key, theirs in (
-            ("patch_size", "patch_size"),
-            ("temporal_patch_size", "temporal_patch_size"),
-            ("merge_size", "spatial_merge_size"),
-        ):
-            if getattr(cfg, key) != getattr(vision, theirs):
-                raise CheckpointError(
-                    f"{where}: {key} {getattr(cfg, key)} differs from {CONFIG} vision_config.{theirs} "
-                    f"{getattr(vision, theirs)}"
-                )
-    return cfg
-
-
-def load_image_processor(folder: Path | str, vision: VisionConfig | None = None) -> ImageProcessorConfig:
-    """Read ``folder/preprocessor_config.json`` (checked against ``vision`` when given)."""
-    path = Path(folder) / PREPROCESSOR
-    return image_processor_from_dict(read_json(path), str(path), vision)
-
-
-def vision_facts(vision: VisionConfig) -> dict[str, Any]:
-    """``config.vision_config.*``: the fields of ``VisionConfig`` and its derived sizes."""
-    return {
-        "depth": vision.depth,
-        "hidden_size": vision.hidden_size,
-        "num_heads": vision.num_heads,
-        "head_dim": vision.head_dim,
-        "intermediate_size": vision.intermediate_size,
-        "in_channels": vision.in_channels,
-        "patch_size": vision.patch_size,
-        "temporal_patch_size": vision.temporal_patch_size,
-        "spatial_merge_size": vision.spatial_merge_size,
-        "patch_dim": vision.patch_dim,
-        "merged_width": vision.merged_width,
-        "out_hidden_size": vision.out_hidden_size,
-        "num_position_embeddings": vision.num_position_embeddings,
-        "grid_side": vision.grid_side,
-        "deepstack_visual_indexes": list(vision.deepstack_visual_indexes),
-        "last_deepstack_block": max(vision.deepstack_visual_indexes, default=-1),
-        "hidden_act": vision.hidden_act,
-        "rope_theta": vision.rope_theta,
-    }
-
-
-def facts(folder: str) -> dict[str, Any]:
-    """``source.config`` of a Qwen3-VL rule file: the LLM's facts at the top as ``rules/llm-kv-cache.yaml``
-    reads them (``graphsurgeon.models.common.qwen3_config.llm_facts``: ``num_hidden_layers``, ``hidden_size``,
-    ``head_dim``, ``rope_theta``, ``vocab_size``, ``max_position_embeddings``, ``tie_word_embeddings``,
-    ``eos_token_id`` as a list), plus ``num_attention_heads``, ``num_key_value_heads``, ``mrope_section`` (a
-    list), the four token ids, ``vision_config`` (``vision_facts``) and ``image_processor``
-    (``ImageProcessorConfig``'s fields, lists for the triples), all from ``load_config`` and
-    ``load_image_processor``, never from raw JSON."""
-    cfg = load_config(folder)
-    pre = load_image_processor(folder, cfg.vision)
-    return {
-        **llm_facts(cfg.text, cfg.eos_ids),
-        "num_attention_heads": cfg.text.num_attention_heads,
-        "num_key_value_heads": cfg.text.num_key_value_heads,
-        "mrope_section": list(cfg.mrope_section),
-        **{key: getattr(cfg, key) for key in TOKEN_KEYS},
-        "vision_config": vision_facts(cfg.vision),
-        "image_processor": {
-            **{k: getattr(pre, k) for k in pre.__dataclass_fields__},
-            "image_mean": list(pre.image_mean),
-            "image_std": list(pre.image_std),
-        },
-    }
