@@ -162,3 +162,27 @@ def test_qwen3_vl_patch_targets_follow_the_processors_patch_order() -> None:
     want = merge_block_order(np.arange(gh * gw)[:, None], gh, gw)[:, 0]
     assert seen.tolist() == want.tolist()
     assert want[:8].tolist() == [0, 1, 6, 7, 2, 3, 8, 9]
+
+
+def test_minicpm_v2_region_targets_cut_the_grid_as_the_queries_do() -> None:
+    """Query ``k`` of the resampler stands for cell ``k`` of a ``side x side`` cut of the sub-image's patch
+    grid; its targets are those of the first patch of the region's most common colour, background when the
+    region holds none. A 4x6 grid cut 2x2, written out by hand."""
+    from graphsurgeon.evaluation.lm_training import IGNORE
+    from graphsurgeon.models.minicpm_v2.train import region_targets
+
+    colours = np.array(
+        [
+            [0, 3, 3, 0, 0, 0],
+            [0, 5, 3, 0, 0, 0],
+            [2, 2, 0, 4, 4, 4],
+            [2, 0, 0, 4, 4, 1],
+        ]
+    )
+    patches = np.full((24, 5), IGNORE, dtype=np.int64)
+    patches[:, 0] = colours.ravel()
+    patches[:, 1] = np.arange(24)  # which patch a region's row came from
+    got = region_targets(patches, (4, 6), 2)
+    assert got[:, 0].tolist() == [3, 0, 2, 4]
+    assert got[:, 1].tolist() == [1, IGNORE, 12, 15]  # the first patch of the colour; none: background
+    assert (got[1, 2:] == IGNORE).all()

@@ -63,23 +63,22 @@ def image_features(
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Each sample's sub-images (patch rows ``[h*w, 3*p*p]``, the overview first) of ``grids`` -> per
     sample the resampler rows of all its sub-images in order ``[n_sub * query_num, hidden]``, and the ViT
-    output of its overview ``[h*w, width]``."""
+    output of all its sub-images in order ``[sum(h*w), width]``."""
     groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for s, sample_grids in enumerate(grids):
         for k, grid in enumerate(sample_grids):
             groups.setdefault(grid, []).append((s, k))
     resampled: dict[tuple[int, int], torch.Tensor] = {}
-    overviews: dict[int, torch.Tensor] = {}
+    encoded: dict[tuple[int, int], torch.Tensor] = {}
     for grid, where in groups.items():
         rows = torch.from_numpy(np.stack([images[s][k] for s, k in where]))
         out = vision(model, rows, grid)
         queries = resample(model.resampler, out, grid)
         for n, (s, k) in enumerate(where):
             resampled[(s, k)] = queries[n]
-            if k == 0:
-                overviews[s] = out[n]
+            encoded[(s, k)] = out[n]
     features = [torch.cat([resampled[(s, k)] for k in range(len(g))]) for s, g in enumerate(grids)]
-    return features, [overviews[s] for s in range(len(grids))]
+    return features, [torch.cat([encoded[(s, k)] for k in range(len(g))]) for s, g in enumerate(grids)]
 
 
 def image_rows(ids: torch.Tensor, start_id: int, end_id: int) -> torch.Tensor:
@@ -108,17 +107,20 @@ def attention_layer(
     return result
 
 
-def forward(model: MiniCPMV2, ids: torch.Tensor, features: Sequence[torch.Tensor]) -> torch.Tensor:
+def forward(
+    model: MiniCPMV2, ids: torch.Tensor, features: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """``ids [B, T]`` right-padded, ``features[b]`` the rows of sample ``b``'s image spans in order -> the
-    LLM's final-normed hidden state ``[B, T, hidden]``."""
+    LLM's final-normed hidden state ``[B, T, hidden]`` and every layer's output, the embeddings first (as
+    transformers' ``hidden_states``, with the last entry before the final norm)."""
     llm = model.llm
     embeds = llm.embed_text(ids)
     inside = image_rows(ids, *model.image_ids)
     embeds = embeds.masked_scatter(inside[..., None], torch.cat(list(features)))
     cos, sin = rope_tables(llm.config, 0, ids.shape[1])
-    x = embeds
+    layers = [embeds]
     for layer in llm.model.layers:
         assert isinstance(layer, DecoderLayer)
-        x = attention_layer(layer, x, cos, sin)
-    hidden: torch.Tensor = llm.model.norm(x)
-    return hidden
+        layers.append(attention_layer(layer, layers[-1], cos, sin))
+    hidden: torch.Tensor = llm.model.norm(layers[-1])
+    return hidden, layers
