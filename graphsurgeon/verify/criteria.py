@@ -14,12 +14,14 @@ judged by how close it stays, not by equality:
 * the mean **KL divergence** ``KL(reference || ours)`` of the next-token distributions over all those
   steps, in nats, at most ``max_mean_kl``.
 
-The thresholds come from the **trained** fixtures (a model that answers its task, whose logits are peaked
-as a real model's are), measured with ``benchmarks/accuracy_matrix.py --trained`` and set with a stated
-margin (``_APPROXIMATE``); ``tests/test_verify_precision.py`` converts the trained fixtures at every storage
-and holds them to these. The random-weight tiny models keep their role at exact fp32; at rounded storages
-their near-flat logits flip on every near-tie, so they are held only to their own measured figures as
-regression bounds (docs/precision.md).
+The thresholds come from the **trained** fixtures (a model that answers its task, whose logits are peaked as a
+real model's are), measured with ``benchmarks/accuracy_matrix.py --trained`` and set with a stated margin
+(``_APPROXIMATE``); ``tests/test_verify_precision.py`` converts the trained LLM fixture at every storage and
+holds it to these, and ``tests/test_trained_vlms.py`` holds the trained VLM fixtures' int8 and int4
+conversions to the same, asked about their own task (``graphsurgeon.evaluation.vqa_cases``: on photographs and
+generic prompts, out of their distribution, their near-flat logits miss them). The random-weight tiny models
+keep their role at exact fp32; at rounded storages their near-flat logits flip on every near-tie, so they are
+held only to their own measured figures as regression bounds (docs/precision.md).
 """
 
 from __future__ import annotations
