@@ -56,6 +56,7 @@ grounding on LLM layer 2 of 3 (Qwen3-VL's fix)              42.1/57.1/60.0 % at 
 + ViT targets on every sub-image, 2,000 steps (these        52.9/77.9/87.1/90.7 % at      89.4   26.2   14:36
 settings)                                                   500/1000/1500/2000
 + count, digit and word items twice as often (not kept)     77.1/91.4 % at 1000/2000      89.2   22.4   14:27
+batch 24 for 2,450 steps instead (not kept)                77.1/88.6 % at 1225/2450      88.0   22.6   13:31
 ==========================================================  ============================  =====  =====  =====
 
 The queries' region targets are what unblocked the relations (left/right and above/below 50 % -> 100 % by
